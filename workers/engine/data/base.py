@@ -1,0 +1,72 @@
+"""FederatedData: every client's samples in one tensor, indexed per client.
+
+No per-client Dataset or DataLoader objects: client ``i`` owns rows
+``offsets[i]:offsets[i + 1]`` of ``x_train``/``y_train``. The runner moves the tensors to the
+training device once (or pins them in host memory when they do not fit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class FederatedData:
+    x_train: torch.Tensor  # [N, ...] float32 images/features, or int64 tokens [N, T]
+    y_train: torch.Tensor  # [N] int64 labels, or [N, T] int64 next tokens
+    offsets: torch.Tensor  # [num_clients + 1] int64, client i owns rows offsets[i]:offsets[i+1]
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    num_classes: int  # classes, or vocabulary size for token data
+    input_shape: tuple[int, ...]  # shape of one sample, e.g. (1, 28, 28), (60,), (64,)
+    task: str = "classification"  # or "lm" (next-token prediction)
+    writers: list[str] | None = field(default=None)  # natural client ids when the data has writers
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.offsets) - 1
+
+    def client_sizes(self) -> torch.Tensor:
+        return self.offsets[1:] - self.offsets[:-1]
+
+    def to(self, device: torch.device | str, pin: bool = False) -> FederatedData:
+        """A copy with the tensors on ``device`` (``pin`` pins host memory instead)."""
+
+        def move(t: torch.Tensor) -> torch.Tensor:
+            return t.pin_memory() if pin else t.to(device)
+
+        return FederatedData(
+            x_train=move(self.x_train),
+            y_train=move(self.y_train),
+            offsets=self.offsets,
+            x_test=move(self.x_test),
+            y_test=move(self.y_test),
+            num_classes=self.num_classes,
+            input_shape=self.input_shape,
+            task=self.task,
+            writers=self.writers,
+        )
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.x_train, self.y_train, self.x_test, self.y_test))
+
+    def summary(self, max_clients: int | None = None) -> dict:
+        """Samples and label counts per client, for the dashboard's partition preview."""
+        sizes = self.client_sizes().tolist()
+        n = len(sizes) if max_clients is None else min(len(sizes), max_clients)
+        labels = []
+        if self.task == "classification":
+            y = self.y_train.cpu()
+            for i in range(n):
+                part = y[int(self.offsets[i]) : int(self.offsets[i + 1])]
+                labels.append(torch.bincount(part, minlength=self.num_classes).tolist())
+        return {
+            "num_clients": self.num_clients,
+            "num_classes": self.num_classes,
+            "samples_total": int(sum(sizes)),
+            "test_samples": int(len(self.y_test)),
+            "samples": sizes[:n],
+            "label_counts": labels,
+        }
