@@ -93,9 +93,8 @@ class Simulation:
     # -- construction helpers -----------------------------------------------------------------
 
     def _build_model(self, data: FederatedData) -> torch.nn.Module:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.spec.seed)
-            model = build_model(self.spec.model, data.input_shape, data.num_classes)
+        generator = torch.Generator().manual_seed(self.spec.seed)
+        model = build_model(self.spec.model, data.input_shape, data.num_classes, generator=generator)
         return model.to(self.device).eval()
 
     def _choose_training_mode(self) -> bool:
