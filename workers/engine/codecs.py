@@ -255,7 +255,8 @@ class TopKCodec(Codec):
     def __init__(self, layout: list[int], ratio: float):
         if not 0 < ratio <= 1:
             raise ValueError(f"topk ratio must be in (0, 1], not {ratio}")
-        self.k = min(sum(int(n) for n in layout), max(1, math.ceil(ratio * sum(int(n) for n in layout))))
+        num_params = sum(int(n) for n in layout)
+        self.k = min(num_params, max(1, math.ceil(ratio * num_params)))
         super().__init__(layout)
 
     def _header_field(self) -> int:
