@@ -80,7 +80,9 @@ def _run(args) -> int:
     else:
         sims = [Simulation(spec) for spec in _load_specs(args)]
     for i, sim in enumerate(sims):
-        label = f"{args.preset or 'run'}" + (f" [{i + 1}/{len(sims)}: uplink {sim.spec.communication.uplink}]" if len(sims) > 1 else "")
+        label = f"{args.preset or 'run'}" + (
+            f" [{i + 1}/{len(sims)}: uplink {sim.spec.communication.uplink}]" if len(sims) > 1 else ""
+        )
         with ProgressBar(sim.spec.rounds, initial=sim.round, label=label, enabled=not args.quiet) as bar:
             while not sim.done:
                 result = sim.run_round()

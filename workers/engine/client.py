@@ -260,7 +260,9 @@ class SequentialTrainer:
             with torch.no_grad():
                 torch.sub(self.w, anchor, out=self.out[i])
         self.out[plan.real : slots].zero_()  # padding slots carry weight 0; keep them finite
-        return GroupOutput(delta=self.out[:slots], loss_sum=loss_sum, steps=steps, samples=plan.mask.sum().to(self.device))
+        return GroupOutput(
+            delta=self.out[:slots], loss_sum=loss_sum, steps=steps, samples=plan.mask.sum().to(self.device)
+        )
 
 
 def can_vectorise(model: nn.Module) -> bool:

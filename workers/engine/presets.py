@@ -64,7 +64,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         "which drops them (algorithm fedavg, mu 0, straggler_policy drop).",
         "spec": {
             "rounds": 40,
-            "data": {"dataset": "synthetic", "num_clients": 30, "partition": "natural", "synthetic_alpha": 1.0, "synthetic_beta": 1.0},
+            "data": {
+                "dataset": "synthetic",
+                "num_clients": 30,
+                "partition": "natural",
+                "synthetic_alpha": 1.0,
+                "synthetic_beta": 1.0,
+            },
             "model": {"name": "logistic"},
             "algorithm": {"name": "fedprox", "mu": 1.0},
             "participation": {"clients_per_round": 10},

@@ -15,7 +15,15 @@ tqdm.monitor_interval = 0
 
 class ProgressBar:
     def __init__(self, total: int, *, initial: int = 0, label: str = "", enabled: bool = True):
-        self.bar = tqdm(total=total, initial=initial, desc=label, unit="round", file=sys.stderr, disable=not enabled, dynamic_ncols=True)
+        self.bar = tqdm(
+            total=total,
+            initial=initial,
+            desc=label,
+            unit="round",
+            file=sys.stderr,
+            disable=not enabled,
+            dynamic_ncols=True,
+        )
         self.accuracy: float | None = None
 
     def update(self, result: RoundResult) -> None:

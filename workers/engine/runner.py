@@ -20,13 +20,21 @@ import numpy as np
 import torch
 
 from workers.engine import probes
-from workers.engine.client import GroupOutput, LocalConfig, SequentialTrainer, VectorTrainer, bind_flat, can_vectorise, task_loss
-from workers.engine.codecs import compress_with_feedback, make_codec
+from workers.engine.client import (
+    GroupOutput,
+    LocalConfig,
+    SequentialTrainer,
+    VectorTrainer,
+    bind_flat,
+    can_vectorise,
+    task_loss,
+)
+from workers.engine.codecs import Codec, compress_with_feedback, make_codec
 from workers.engine.data import build_data
 from workers.engine.data.base import FederatedData, as_input
 from workers.engine.devices import describe, fits_on, resolve_devices
 from workers.engine.models import build_model
-from workers.engine.plan import Cohort, bucket, plan_group, sample_cohort
+from workers.engine.plan import Cohort, GroupPlan, bucket, plan_group, sample_cohort
 from workers.engine.result import RoundResult
 from workers.engine.spec import Spec, SpecError
 from workers.engine.strategies import build_strategy
@@ -100,25 +108,14 @@ class Simulation:
     def _choose_training_mode(self) -> bool:
         mode = self.spec.compute.training
         if mode == "vectorized" and not can_vectorise(self.model):
-            raise SpecError("compute.training", f"model {self.spec.model.name} cannot be vectorised; use sequential or auto")
+            raise SpecError(
+                "compute.training", f"model {self.spec.model.name} cannot be vectorised; use sequential or auto"
+            )
         return mode == "vectorized" or (mode == "auto" and can_vectorise(self.model))
 
     def _replica(self, device: torch.device, data: FederatedData) -> _Replica:
         on_device = data.to(device) if fits_on(device, data.nbytes()) else data.to(device, pin=True)
-        template = copy.deepcopy(self.model).to(device)
-        spec = self.spec
-        cfg = LocalConfig(
-            lr=spec.local.lr,
-            momentum=spec.local.momentum,
-            weight_decay=spec.local.weight_decay,
-            mu=spec.algorithm.mu,
-            precision=spec.compute.precision,
-        )
-        cls = VectorTrainer if self.vectorised else SequentialTrainer
-        trainer = cls(template, spec.compute.client_group_size, cfg, device)
-        if self.vectorised:
-            trainer.compile = spec.compute.compile
-        return _Replica(device=device, data=on_device, trainer=trainer)
+        return make_replica(self.spec, self.model, device, on_device, self.vectorised)
 
     def _residual_store(self, num_clients: int) -> torch.Tensor | None:
         comm = self.spec.communication
@@ -226,45 +223,31 @@ class Simulation:
         return codec.payload_bytes()
 
     def _train_cohort(self, cohort: Cohort) -> dict[str, torch.Tensor]:
-        """Train the cohort's reporting clients group by group; sum their decoded updates into ``acc``."""
-        self.acc.zero_()
-        G = self.spec.compute.client_group_size
-        loss = torch.zeros((), device=self.device)
-        weight = torch.zeros((), device=self.device)
-        samples = torch.zeros((), device=self.device)
-        for k, first in enumerate(range(0, len(cohort.trained), G)):
-            ids, steps = cohort.trained[first : first + G], cohort.steps[first : first + G]
-            plan = plan_group(
-                self.rng,
-                ids,
-                steps,
-                self.offsets,
-                epochs=self.spec.local.epochs,
-                batch_size=self.spec.local.batch_size,
-                slots=bucket(len(ids), G),
-            )
-            replica = self.replicas[k % len(self.replicas)]
-            start = self.received.to(replica.device, non_blocking=True)
-            out = replica.trainer.train(start, plan, replica.data)
-            decoded = self._uplink(out, plan)
-            w = plan.weights.to(self.device)
-            accumulate_(self.acc, decoded.to(self.device, non_blocking=True), w)
-            client_loss = out.loss_sum.to(self.device) / out.steps.to(self.device).clamp(min=1)
-            loss += (client_loss * w).sum()
-            weight += w.sum()
-            samples += out.samples.to(self.device)
-        return {"loss": loss, "weight": weight, "samples": samples}
+        """Plan every group (drawing from the RNG here, in the parent), then train them.
 
-    def _uplink(self, out: GroupOutput, plan) -> torch.Tensor:
-        """Encode each client's update to real bytes and decode it as the server would."""
-        if self.residuals is None:
-            return self.uplink.decode(self.uplink.encode(out.delta))
-        ids = plan.clients.to(self.residuals.device)
-        residual = self.residuals[ids].to(out.delta.device)
-        _payload, decoded, new_residual = compress_with_feedback(self.uplink, out.delta, residual)
-        real = plan.real
-        self.residuals[ids[:real]] = new_residual[:real].to(self.residuals.device)
-        return decoded
+        With ``compute.isolation == "process"`` the training runs in a fresh child process that
+        exits after the round, taking any memory leaked by the model code with it.
+        """
+        G = self.spec.compute.client_group_size
+        plans = []
+        for first in range(0, len(cohort.trained), G):
+            ids, steps = cohort.trained[first : first + G], cohort.steps[first : first + G]
+            plans.append(
+                plan_group(
+                    self.rng,
+                    ids,
+                    steps,
+                    self.offsets,
+                    epochs=self.spec.local.epochs,
+                    batch_size=self.spec.local.batch_size,
+                    slots=bucket(len(ids), G),
+                )
+            )
+        if self.spec.compute.isolation == "process":
+            from workers.engine.isolation import train_in_child
+
+            return train_in_child(self, plans)
+        return train_plans(self.replicas, plans, self.received, self.uplink, self.residuals, self.acc)
 
     @torch.no_grad()
     def evaluate(self) -> tuple[float, float]:
@@ -342,7 +325,11 @@ class Simulation:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
-        save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp), metadata={"fedweb": json.dumps(meta)})
+        save_file(
+            {k: v.detach().cpu().contiguous() for k, v in tensors.items()},
+            str(tmp),
+            metadata={"fedweb": json.dumps(meta)},
+        )
         tmp.replace(path)  # atomic: a crash never leaves a half-written checkpoint under the real name
         return path.stat().st_size
 
@@ -356,3 +343,67 @@ class Simulation:
         sim = cls(Spec.from_dict(meta["spec"]), device=device, **kwargs)
         sim.load_state_dict(tensors, meta)
         return sim
+
+
+def make_replica(
+    spec: Spec, model: torch.nn.Module, device: torch.device, data: FederatedData, vectorised: bool
+) -> _Replica:
+    """A trainer for ``device`` with its own copy of the model template."""
+    cfg = LocalConfig(
+        lr=spec.local.lr,
+        momentum=spec.local.momentum,
+        weight_decay=spec.local.weight_decay,
+        mu=spec.algorithm.mu,
+        precision=spec.compute.precision,
+    )
+    template = copy.deepcopy(model).to(device)
+    if vectorised:
+        trainer = VectorTrainer(template, spec.compute.client_group_size, cfg, device)
+        trainer.compile = spec.compute.compile
+    else:
+        trainer = SequentialTrainer(template, spec.compute.client_group_size, cfg, device)
+    return _Replica(device=device, data=data, trainer=trainer)
+
+
+def train_plans(
+    replicas: Sequence[_Replica],
+    plans: Sequence[GroupPlan],
+    received: torch.Tensor,
+    uplink: Codec,
+    residuals: torch.Tensor | None,
+    acc: torch.Tensor,
+) -> dict[str, torch.Tensor]:
+    """Train each planned group (round-robin over the replicas' devices), encode every client's
+    update to real bytes, decode it as the server would and sum it, weighted, into ``acc``.
+
+    Returns device scalars (loss, weight, samples): the caller syncs once per round.
+    """
+    device = acc.device
+    acc.zero_()
+    loss = torch.zeros((), device=device)
+    weight = torch.zeros((), device=device)
+    samples = torch.zeros((), device=device)
+    for k, plan in enumerate(plans):
+        replica = replicas[k % len(replicas)]
+        start = received.to(replica.device, non_blocking=True)
+        out = replica.trainer.train(start, plan, replica.data)
+        decoded = _uplink(uplink, residuals, out, plan)
+        w = plan.weights.to(device)
+        accumulate_(acc, decoded.to(device, non_blocking=True), w)
+        client_loss = out.loss_sum.to(device) / out.steps.to(device).clamp(min=1)
+        loss += (client_loss * w).sum()
+        weight += w.sum()
+        samples += out.samples.to(device)
+    return {"loss": loss, "weight": weight, "samples": samples}
+
+
+def _uplink(codec: Codec, residuals: torch.Tensor | None, out: GroupOutput, plan: GroupPlan) -> torch.Tensor:
+    """Encode a group's updates to real bytes and decode them; top-k error feedback per client."""
+    if residuals is None:
+        return codec.decode(codec.encode(out.delta), check=False)
+    ids = plan.clients.to(residuals.device)
+    residual = residuals[ids].to(out.delta.device)
+    _payload, decoded, new_residual = compress_with_feedback(codec, out.delta, residual)
+    real = plan.real
+    residuals[ids[:real]] = new_residual[:real].to(residuals.device)
+    return decoded
