@@ -17,7 +17,7 @@ from workers.engine.spec import DataSpec
 
 SIDE = 28
 MARGIN = 2  # glyphs are drawn on a (SIDE + 2 * MARGIN) canvas; shifts pick a SIDE x SIDE window
-CHUNK = 32_768  # samples rendered at once: bounds the float working memory to ~100 MB
+CHUNK = 8192  # samples rendered at once: bounds the float working memory to ~25 MB
 NOISE_BANK = 4096
 GAIN = 2.0  # slope of the ink ramp: grey range per field unit (higher = crisper strokes)
 SHIFTS = 2 * MARGIN + 1
@@ -92,13 +92,16 @@ def _render(writer, num_classes, glyphs, styles, rng, gen) -> tuple[torch.Tensor
     scale = (GAIN * 255.0) * styles["contrast"][writer_t]
     bias = (0.5 - GAIN * styles["threshold"][writer_t]) * 255.0 * styles["contrast"][writer_t]
     top = 255.0 * styles["contrast"][writer_t]
-    out = torch.empty(n, 1, SIDE, SIDE, dtype=torch.uint8)
+    # index_select on flat [rows, pixels] tables is several times faster than multi-index gathers.
+    glyph_id = labels * SHIFTS**2 + shift_id
+    glyphs, distortion, bank = glyphs.flatten(0, 1).flatten(1), styles["distortion"].flatten(1), bank.flatten(1)
+    out = torch.empty(n, SIDE * SIDE, dtype=torch.uint8)
     for start in range(0, n, CHUNK):
         rows = slice(start, min(start + CHUNK, n))
-        field = glyphs[labels[rows], shift_id[rows]]
-        field += styles["distortion"][writer_t[rows]]
-        field += bank[noise_id[rows]]
-        field.mul_(scale[rows, None, None]).add_(bias[rows, None, None])
-        torch.minimum(field.clamp_(min=0.0), top[rows, None, None], out=field)
-        out[rows, 0] = field.to(torch.uint8)
-    return out, labels
+        field = torch.index_select(glyphs, 0, glyph_id[rows])
+        field += torch.index_select(distortion, 0, writer_t[rows])
+        field += torch.index_select(bank, 0, noise_id[rows])
+        field.mul_(scale[rows, None]).add_(bias[rows, None])
+        torch.minimum(field.clamp_(min=0.0), top[rows, None], out=field)
+        out[rows] = field
+    return out.view(n, 1, SIDE, SIDE), labels
