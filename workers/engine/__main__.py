@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--preset", choices=sorted(PRESETS), help="run a named preset instead of a file")
     run.add_argument("--rounds", type=int, help="override the number of rounds")
     run.add_argument("--device", help="override compute.device (auto, cpu, cuda, cuda:N, cuda:all)")
-    run.add_argument("--checkpoint", type=Path, help="write a checkpoint here at the end")
+    run.add_argument("--stop-after", type=int, metavar="R", help="stop after round R (e.g. to checkpoint mid-run)")
+    run.add_argument("--checkpoint", type=Path, help="write a checkpoint here when the run stops")
     run.add_argument("--resume", type=Path, help="continue from this checkpoint")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     sub.add_parser("presets", help="list the named presets")
@@ -84,7 +85,7 @@ def _run(args) -> int:
             f" [{i + 1}/{len(sims)}: uplink {sim.spec.communication.uplink}]" if len(sims) > 1 else ""
         )
         with ProgressBar(sim.spec.rounds, initial=sim.round, label=label, enabled=not args.quiet) as bar:
-            while not sim.done:
+            while not sim.done and (args.stop_after is None or sim.round < args.stop_after):
                 result = sim.run_round()
                 print(json.dumps(result.to_dict()), flush=True)
                 bar.update(result)

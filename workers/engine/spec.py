@@ -225,6 +225,8 @@ class Spec:
         for key, value in sections.items():
             if isinstance(value, dict):
                 d[key] = {**d.get(key, {}), **value}
+                if key == "algorithm" and "server_optimizer" not in value:
+                    d[key].pop("server_optimizer")  # derived from the (maybe new) algorithm name
             else:
                 d[key] = value
         return Spec.from_dict(d)
