@@ -89,7 +89,9 @@ class ModelSpec:
 class AlgorithmSpec:
     name: str = _f("fedavg", "Federated algorithm (server strategy).", choices=ALGORITHMS)
     mu: float = _f(0.0, "FedProx proximal term μ (0 = none).", min=0)
-    server_optimizer: str = _f("sgd", "Server optimizer; follows from the algorithm.", choices=("sgd", "adam", "yogi", "adagrad"))
+    server_optimizer: str = _f(
+        "sgd", "Server optimizer; follows from the algorithm.", choices=("sgd", "adam", "yogi", "adagrad")
+    )
     server_lr: float = _f(1.0, "Server learning rate applied to the averaged update.", min=0, min_open=True)
     server_momentum: float = _f(0.9, "Server momentum for FedAvgM.", min=0, max=0.999)
     beta1: float = _f(0.9, "First-moment decay of FedAdam/FedYogi.", min=0, max=0.999)
@@ -115,7 +117,11 @@ class LocalSpec:
 @dataclass(frozen=True)
 class HeterogeneitySpec:
     straggler_fraction: float = _f(0.0, "Share of each cohort that can only do part of the local work.", min=0, max=1)
-    straggler_policy: str = _f("drop", "drop: discard stragglers (FedAvg); partial: aggregate their partial work (FedProx).", choices=("drop", "partial"))
+    straggler_policy: str = _f(
+        "drop",
+        "drop: discard stragglers (FedAvg); partial: aggregate their partial work (FedProx).",
+        choices=("drop", "partial"),
+    )
     dropout: float = _f(0.0, "Share of each cohort that never reports.", min=0, max=1)
 
 
@@ -132,8 +138,14 @@ class ComputeSpec:
     device: str = _f("auto", "auto, cpu, cuda, cuda:N or cuda:all.")
     client_group_size: int = _f(64, "Clients trained together in one vectorised step.", min=1, max=4096)
     precision: str = _f("fp32", "Training precision.", choices=PRECISIONS)
-    isolation: str = _f("none", "process: train each round's clients in a fresh child process.", choices=("none", "process"))
-    training: str = _f("auto", "vectorized (torch.func), sequential, or auto (vectorised when the model allows).", choices=TRAINING_MODES)
+    isolation: str = _f(
+        "none", "process: train each round's clients in a fresh child process.", choices=("none", "process")
+    )
+    training: str = _f(
+        "auto",
+        "vectorized (torch.func), sequential, or auto (vectorised when the model allows).",
+        choices=TRAINING_MODES,
+    )
     compile: bool = _f(False, "Capture the vectorised step with torch.compile (cache bounded by group size).")
 
 
@@ -237,7 +249,10 @@ class Spec:
                 )
             for i, c in enumerate(p.schedule):
                 if c < 1 or c > n:
-                    raise SpecError("participation.schedule", f"entry {i + 1} is {c}; each must be between 1 and data.num_clients ({n})")
+                    raise SpecError(
+                        "participation.schedule",
+                        f"entry {i + 1} is {c}; each must be between 1 and data.num_clients ({n})",
+                    )
         elif p.clients_per_round > n:
             raise SpecError("participation.clients_per_round", f"must be <= data.num_clients ({n})")
         expected = SERVER_OPTIMIZER_OF[self.algorithm.name]
@@ -337,7 +352,11 @@ def field_help() -> dict[str, dict[str, Any]]:
     for f in fields(Spec):
         if f.name in SECTIONS:
             for sf in fields(SECTIONS[f.name]):
-                out[f"{f.name}.{sf.name}"] = {**sf.metadata, "default": defaults[f.name][sf.name], "type": _kind_of(sf).__name__}
+                out[f"{f.name}.{sf.name}"] = {
+                    **sf.metadata,
+                    "default": defaults[f.name][sf.name],
+                    "type": _kind_of(sf).__name__,
+                }
         else:
             out[f.name] = {**f.metadata, "default": defaults[f.name], "type": _kind_of(f).__name__}
     return out

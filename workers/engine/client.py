@@ -1,0 +1,269 @@
+"""Client training: local SGD for a group of clients, vectorised with torch.func or one by one.
+
+Both trainers start every client from the model it received, follow the same :class:`GroupPlan`
+and apply the same update rule (:func:`sgd_update_`), so they produce the same weights up to
+floating-point reordering. Client weights live in a preallocated ``[G, P]`` buffer on the device;
+nothing is allocated per client or per round beyond the autograd temporaries of a step, whose
+shapes depend only on the group's slot count.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from workers.engine.data.base import FederatedData, as_input
+from workers.engine.plan import GroupPlan
+
+
+@dataclass(frozen=True)
+class LocalConfig:
+    """The local-training knobs, taken from the spec's ``local``, ``algorithm`` and ``compute``."""
+
+    lr: float
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    mu: float = 0.0  # FedProx proximal term
+    precision: str = "fp32"  # fp32 | bf16 | fp16
+
+
+@dataclass
+class GroupOutput:
+    """What a group's training leaves behind; all on the device, read once per round."""
+
+    delta: torch.Tensor  # [slots, P] w_client - w_start (padding rows are garbage, weight 0)
+    loss_sum: torch.Tensor  # [slots] summed batch losses
+    steps: torch.Tensor  # [slots] steps taken
+    samples: torch.Tensor  # [] samples processed
+
+
+def flat_layout(model: nn.Module) -> tuple[list[str], list[torch.Size], list[int]]:
+    names, shapes, sizes = [], [], []
+    for name, p in model.named_parameters():
+        names.append(name)
+        shapes.append(p.shape)
+        sizes.append(p.numel())
+    return names, shapes, sizes
+
+
+def bind_flat(model: nn.Module, flat: torch.Tensor) -> None:
+    """Make ``model``'s parameters views into ``flat`` (copying their current values in).
+
+    Afterwards ``flat`` *is* the model: copying weights in or out is one ``copy_`` of P floats.
+    """
+    offset = 0
+    for module in model.modules():
+        for name, p in list(module._parameters.items()):
+            if p is None:
+                continue
+            n = p.numel()
+            view = flat[offset : offset + n].view(p.shape)
+            view.copy_(p.detach())
+            module._parameters[name] = nn.Parameter(view, requires_grad=p.requires_grad)
+            offset += n
+    if offset != flat.numel():
+        raise ValueError(f"flat buffer has {flat.numel()} entries, model has {offset}")
+
+
+def task_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Per-sample loss: cross-entropy for classification, mean token cross-entropy for LMs."""
+    if y.dim() == 1:
+        return F.cross_entropy(logits.float(), y, reduction="none")
+    per_token = F.cross_entropy(logits.flatten(0, -2).float(), y.flatten(), reduction="none")
+    return per_token.view(y.shape).mean(dim=-1)
+
+
+def sgd_update_(
+    w: torch.Tensor,
+    g: torch.Tensor,
+    start: torch.Tensor,
+    buf: torch.Tensor | None,
+    active: torch.Tensor,
+    cfg: LocalConfig,
+) -> None:
+    """One SGD step on flat weights ``w`` [G, P] in place; rows with ``active == 0`` keep their weights.
+
+    ``g`` is the loss gradient (overwritten); ``start`` the weights the clients received (FedProx's
+    proximal anchor, [P] or [G, P]); ``buf`` the momentum buffer (PyTorch's SGD rule, dampening 0).
+    """
+    if cfg.weight_decay:
+        g.add_(w, alpha=cfg.weight_decay)
+    if cfg.mu:
+        g.add_(w - start, alpha=cfg.mu)
+    if buf is not None:
+        buf.mul_(cfg.momentum).add_(g)
+        g = buf
+    w.sub_(g * (active * cfg.lr).unsqueeze(1))
+
+
+def _autocast(device: torch.device, precision: str):
+    if precision == "fp32":
+        return nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+class LossScaler:
+    """Dynamic loss scaling for fp16: halve on overflow, double after 200 clean steps."""
+
+    def __init__(self, enabled: bool, scale: float = 2.0**12):
+        self.enabled = enabled
+        self.scale = scale if enabled else 1.0
+        self.clean = 0
+
+    def unscale_and_check(self, g: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
+        """Divide ``g`` [G, P] by the scale; return ``active`` with overflowing clients' step skipped."""
+        if not self.enabled:
+            return active
+        g.div_(self.scale)
+        finite = torch.isfinite(g).all(dim=1)
+        g.nan_to_num_(0.0, 0.0, 0.0)
+        # One host sync per step, and only in fp16 mode, to steer the scale.
+        if bool(finite.all()):
+            self.clean += 1
+            if self.clean >= 200:
+                self.scale, self.clean = self.scale * 2, 0
+        else:
+            self.scale, self.clean = self.scale / 2, 0
+        return active * finite
+
+
+class VectorTrainer:
+    """Trains up to ``group_size`` clients at once with ``vmap(grad(loss))`` over stacked weights."""
+
+    def __init__(self, model: nn.Module, group_size: int, cfg: LocalConfig, device: torch.device):
+        self.model = model
+        self.cfg = cfg
+        self.device = device
+        self.names, self.shapes, self.sizes = flat_layout(model)
+        P = sum(self.sizes)
+        self.W = torch.empty(group_size, P, device=device)
+        self.buf = torch.zeros(group_size, P, device=device) if cfg.momentum else None
+        self.scaler = LossScaler(cfg.precision == "fp16")
+        self._steps: dict[int, object] = {}  # slot count -> vmapped step (bounded: see plan.bucket)
+        self.compile = False
+
+    @property
+    def group_size(self) -> int:
+        return self.W.shape[0]
+
+    def cache_info(self) -> dict[str, int]:
+        return {"vmapped_steps": len(self._steps)}
+
+    def _views(self, slots: int) -> dict[str, torch.Tensor]:
+        W, out, offset = self.W[:slots], {}, 0
+        for name, shape, n in zip(self.names, self.shapes, self.sizes, strict=True):
+            out[name] = W[:, offset : offset + n].view(slots, *shape)
+            offset += n
+        return out
+
+    def _step_fn(self, slots: int):
+        fn = self._steps.get(slots)
+        if fn is None:
+            model, device, precision = self.model, self.device, self.cfg.precision
+            scale = self.scaler
+
+            def loss(params, x, y, m):
+                with _autocast(device, precision):
+                    out = functional_call(model, params, (x,))
+                per_sample = task_loss(out, y)
+                value = (per_sample * m).sum() / m.sum().clamp(min=1.0)
+                return value * scale.scale, value.detach()
+
+            fn = vmap(grad(loss, has_aux=True))
+            if self.compile:
+                fn = torch.compile(fn, dynamic=False)
+            self._steps[slots] = fn
+        return fn
+
+    def train(self, start: torch.Tensor, plan: GroupPlan, data: FederatedData) -> GroupOutput:
+        """Train the plan's clients from ``start`` [P] (or [slots, P]); return their deltas."""
+        slots = plan.idx.shape[0]
+        W = self.W[:slots]
+        W.copy_(start.expand(slots, -1) if start.dim() == 1 else start)
+        buf = None
+        if self.buf is not None:
+            buf = self.buf[:slots]
+            buf.zero_()
+        idx = plan.idx.to(self.device, non_blocking=True)
+        mask = plan.mask.to(self.device, non_blocking=True)
+        active = plan.active.to(self.device, non_blocking=True)
+        params = self._views(slots)
+        step = self._step_fn(slots)
+        loss_sum = torch.zeros(slots, device=self.device)
+        for t in range(idx.shape[1]):
+            rows = idx[:, t]
+            x = as_input(data.x_train[rows])
+            y = data.y_train[rows]
+            grads, loss = step(params, x, y, mask[:, t])
+            g = torch.cat([grads[n].reshape(slots, -1) for n in self.names], dim=1)
+            a = self.scaler.unscale_and_check(g, active[:, t])
+            sgd_update_(W, g, start, buf, a, self.cfg)
+            loss_sum.add_(loss * active[:, t])
+        W.sub_(start)
+        return GroupOutput(delta=W, loss_sum=loss_sum, steps=active.sum(dim=1), samples=mask.sum())
+
+
+class SequentialTrainer:
+    """Trains clients one after another on the model itself (for models vmap cannot handle).
+
+    The model's parameters are views of ``self.w`` (see :func:`bind_flat`), so loading a client's
+    starting weights is one copy and the update rule is the same flat :func:`sgd_update_`.
+    """
+
+    def __init__(self, model: nn.Module, group_size: int, cfg: LocalConfig, device: torch.device):
+        self.model = model
+        self.cfg = cfg
+        self.device = device
+        P = sum(p.numel() for p in model.parameters())
+        self.w = torch.empty(P, device=device)
+        bind_flat(model, self.w)
+        self.params = list(model.parameters())
+        self.buf = torch.zeros(1, P, device=device) if cfg.momentum else None
+        self.out = torch.empty(group_size, P, device=device)
+        self.scaler = LossScaler(cfg.precision == "fp16")
+
+    @property
+    def group_size(self) -> int:
+        return self.out.shape[0]
+
+    def cache_info(self) -> dict[str, int]:
+        return {}
+
+    def train(self, start: torch.Tensor, plan: GroupPlan, data: FederatedData) -> GroupOutput:
+        slots = plan.idx.shape[0]
+        loss_sum = torch.zeros(slots, device=self.device)
+        steps = plan.active.sum(dim=1).to(self.device)
+        w = self.w.unsqueeze(0)
+        one = torch.ones(1, device=self.device)
+        for i in range(plan.real):
+            anchor = start if start.dim() == 1 else start[i]
+            self.w.copy_(anchor)
+            if self.buf is not None:
+                self.buf.zero_()
+            for t in range(int(steps[i])):
+                rows = plan.idx[i, t][plan.mask[i, t] > 0].to(self.device)
+                with _autocast(self.device, self.cfg.precision):
+                    out = self.model(as_input(data.x_train[rows]))
+                loss = task_loss(out, data.y_train[rows]).mean()
+                grads = torch.autograd.grad(loss * self.scaler.scale, self.params)
+                with torch.no_grad():
+                    g = torch.cat([gr.reshape(-1) for gr in grads]).unsqueeze(0)
+                    a = self.scaler.unscale_and_check(g, one)
+                    sgd_update_(w, g, anchor, self.buf, a, self.cfg)
+                    loss_sum[i] += loss.detach()
+            with torch.no_grad():
+                torch.sub(self.w, anchor, out=self.out[i])
+        self.out[plan.real : slots].zero_()  # padding slots carry weight 0; keep them finite
+        return GroupOutput(
+            delta=self.out[:slots], loss_sum=loss_sum, steps=steps, samples=plan.mask.sum().to(self.device)
+        )
+
+
+def can_vectorise(model: nn.Module) -> bool:
+    return bool(getattr(model, "vmappable", False))

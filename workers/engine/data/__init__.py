@@ -1,0 +1,104 @@
+"""Datasets and partitions: ``build_data(spec, seed)`` gives every client's samples in one tensor.
+
+Loaders (one module per dataset family) return a :class:`Pool`; ``build_data`` splits its
+training rows between clients with the functions in :mod:`.partition` and sorts the rows by
+client. No network access, ever: datasets are bundled (digits), generated, or files you have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from workers.engine.data import partition
+from workers.engine.data.base import FederatedData, as_input
+from workers.engine.data.pool import Pool
+from workers.engine.spec import DataSpec, SpecError
+
+__all__ = ["FederatedData", "as_input", "build_data", "partition_summary"]
+
+
+def _loaders() -> dict[str, Callable[[DataSpec, np.random.Generator], Pool]]:
+    # Imported lazily so that asking for digits never imports h5py.
+    from workers.engine.data import cifar10, digits, emnist, images, synthetic, tokens
+
+    return {
+        "digits": digits.load,
+        "synthetic": synthetic.load,
+        "synthetic_images": images.load,
+        "emnist_h5": emnist.load_h5,
+        "femnist_leaf": emnist.load_leaf,
+        "cifar10": cifar10.load,
+        "tokens": tokens.load,
+    }
+
+
+def build_data(spec: DataSpec, seed: int) -> FederatedData:
+    """Load or generate ``spec.dataset``, hold out its test set and split the training samples
+    between ``spec.num_clients`` clients; the same (spec, seed) always gives identical tensors."""
+    loaders = _loaders()
+    if spec.dataset not in loaders:
+        raise SpecError("data.dataset", f"must be one of {', '.join(loaders)}, not {spec.dataset!r}")
+    # Separate streams: changing the partition must not change the generated samples.
+    pool = loaders[spec.dataset](spec, np.random.default_rng([seed, 0]))
+    parts, names = _split(spec, pool, np.random.default_rng([seed, 1]))
+    return _assemble(pool, parts, names)
+
+
+def partition_summary(spec: DataSpec, seed: int, max_clients: int | None = 100) -> dict:
+    """Samples and label counts of the first ``max_clients`` clients (the dashboard's preview)."""
+    return build_data(spec, seed).summary(max_clients)
+
+
+def _split(spec: DataSpec, pool: Pool, rng: np.random.Generator) -> tuple[partition.Parts, list[str] | None]:
+    n = len(pool.y_train)
+    if spec.num_clients > n:
+        raise SpecError("data.num_clients", f"must be <= {n}, the training samples of {spec.dataset}")
+    if spec.partition == "natural":
+        return _natural(spec, pool)
+    if spec.partition == "iid":
+        parts = partition.iid(n, spec.num_clients, rng)
+    else:
+        if pool.task != "classification":
+            raise SpecError(
+                "data.partition", f"'{spec.partition}' needs class labels; use iid or natural for {spec.dataset}"
+            )
+        labels = pool.y_train.numpy()
+        if spec.partition == "dirichlet":
+            parts = partition.dirichlet(labels, spec.num_clients, spec.alpha, rng)
+        elif spec.partition == "shards":
+            parts = partition.shards(labels, spec.num_clients, spec.shards_per_client, rng)
+        else:
+            raise SpecError("data.partition", f"must be iid, dirichlet, shards or natural, not {spec.partition!r}")
+    return partition.ensure_nonempty(parts, rng), None
+
+
+def _natural(spec: DataSpec, pool: Pool) -> tuple[partition.Parts, list[str] | None]:
+    if pool.writer_ids is None or pool.writer_names is None:
+        raise SpecError("data.partition", f"'natural' needs a dataset with writers, not {spec.dataset}")
+    parts = partition.natural(pool.writer_ids)
+    present = np.unique(pool.writer_ids)
+    if len(parts) < spec.num_clients:
+        raise SpecError("data.num_clients", f"must be <= {len(parts)}, the writers in {spec.dataset}")
+    names = [pool.writer_names[int(w)] for w in present[: spec.num_clients]]
+    return parts[: spec.num_clients], names
+
+
+def _assemble(pool: Pool, parts: partition.Parts, names: list[str] | None) -> FederatedData:
+    order = torch.from_numpy(np.concatenate(parts))
+    sizes = torch.tensor([len(p) for p in parts], dtype=torch.int64)
+    offsets = torch.zeros(len(parts) + 1, dtype=torch.int64)
+    offsets[1:] = torch.cumsum(sizes, 0)
+    return FederatedData(
+        x_train=pool.x_train[order].contiguous(),
+        y_train=pool.y_train[order].contiguous(),
+        offsets=offsets,
+        x_test=pool.x_test,
+        y_test=pool.y_test,
+        num_classes=pool.num_classes,
+        input_shape=pool.input_shape,
+        task=pool.task,
+        writers=names,
+    )

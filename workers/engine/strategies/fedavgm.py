@@ -1,0 +1,23 @@
+"""FedAvgM (Hsu et al. 2019): server momentum. m ← β·m + Δ̄; w ← w + η_s · m."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from workers.engine.strategies.fedavg import FedAvg
+
+
+class FedAvgM(FedAvg):
+    """Server SGD with heavy-ball momentum ``momentum`` (β) on the averaged update."""
+
+    name = "fedavgm"
+
+    def __init__(self, *, num_params: int, device: torch.device | str, lr: float = 1.0, momentum: float = 0.9):
+        super().__init__(num_params=num_params, device=device, lr=lr)
+        self.momentum = momentum
+        self.m = self._buffer("momentum")
+
+    def step(self, global_flat: Tensor, avg_update: Tensor) -> None:
+        self.m.mul_(self.momentum).add_(avg_update)
+        global_flat.add_(self.m, alpha=self.lr)
