@@ -107,6 +107,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     # How long an unacknowledged round stays with a worker before Redis hands it to another one:
     # this is what brings back the round of a killed worker. Must exceed the longest round.
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, min_value=1),
+    # Look for such abandoned rounds every N seconds (kombu's default sweep is ~100 s).
+    "unacked_restore_interval": env_int("CELERY_RESTORE_INTERVAL", 10, min_value=1),
+    "unacked_restore_throttle": 1,
     "global_keyprefix": REDIS_PREFIX,
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

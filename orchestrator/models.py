@@ -97,15 +97,17 @@ class Experiment(models.Model):
             self.refresh_from_db()
         return bool(updated)
 
-    def start(self, *, by: str = "") -> bool:
+    def start(self, *, by: str = "", enqueue: bool = True) -> bool:
+        """Queue a draft. ``enqueue=False`` is for running it in this process (``--inline``)."""
         from orchestrator.scheduling import enqueue_next, pick_queue
 
-        queue = pick_queue(self.spec_obj())
+        queue = pick_queue(self.spec_obj()) if enqueue else "inline"
         if not self._transition([Status.DRAFT], status=Status.QUEUED, queue=queue, queued_at=timezone.now()):
             return False
         self.log("info", f"Queued on '{queue}'" + (f" by {by}" if by else ""))
         self._status_changed()
-        enqueue_next(self)
+        if enqueue:
+            enqueue_next(self)
         return True
 
     def pause(self, *, by: str = "") -> bool:

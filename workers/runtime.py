@@ -80,8 +80,9 @@ def _rebuild(experiment: Experiment, want: int, report: Report, group_size: int 
     else:
         sim = Simulation(experiment.spec_obj())
         origin = "the start"
-    group_size = group_size or experiment.spec_obj().compute.client_group_size
-    sim.set_client_group_size(group_size)
+    if group_size is not None and group_size != sim.spec.compute.client_group_size:
+        sim.set_client_group_size(group_size)
+    group_size = sim.spec.compute.client_group_size
     if sim.round < want:
         report("info", f"Rebuilt from {origin}; replaying rounds {sim.round + 1}..{want}")
     while sim.round < want:

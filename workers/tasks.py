@@ -59,3 +59,19 @@ def execute_round(experiment_id: int, round_number: int, *, worker: str, report=
         events.publish_status(experiment)
         return None
     return experiment
+
+
+def run_inline(experiment, report=None, on_round=None):
+    """Run an experiment's remaining rounds in this process, without Celery or a worker."""
+    from orchestrator.models import RoundMetric
+
+    current = experiment
+    while current is not None:
+        round_number = current.current_round + 1
+        current = execute_round(experiment.pk, round_number, worker="inline", report=report)
+        if on_round is not None:
+            metric = RoundMetric.objects.filter(experiment=experiment, round=round_number).first()
+            if metric is not None:
+                on_round(metric)
+    experiment.refresh_from_db()
+    return experiment
