@@ -100,8 +100,7 @@ def live_env(redis_url, transactional_db, settings, tmp_path):
     saved = app.conf.broker_url, app.conf.broker_transport_options
     app.conf.broker_url = broker
     app.conf.broker_transport_options = {**saved[1], "global_keyprefix": prefix}
-    app.pool.force_close_all()
-    app._pool = None
+    _reset_celery_connections(app)
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "fedweb.settings",
@@ -120,7 +119,13 @@ def live_env(redis_url, transactional_db, settings, tmp_path):
     settings.CHECKPOINT_EVERY, settings.CHECKPOINT_KEEP = 2, 2
     yield env
     app.conf.broker_url, app.conf.broker_transport_options = saved
+    _reset_celery_connections(app)
+
+
+def _reset_celery_connections(app):
+    # Celery caches its connection and producer pools; drop them so the new broker URL is used.
     app._pool = None
+    app.amqp._producer_pool = None
 
 
 @pytest.fixture
