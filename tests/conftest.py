@@ -102,10 +102,11 @@ def live_env(redis_url, transactional_db, settings, tmp_path):
     app.conf.broker_transport_options = {**saved[1], "global_keyprefix": prefix}
     _reset_celery_connections(app)
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "SECRET_KEY_FILE"},
         "DJANGO_SETTINGS_MODULE": "fedweb.settings",
         "DATABASE_URL": live.database_url(connection.settings_dict),
         "REDIS_URL": redis_url,
+        "SECRET_KEY": settings.SECRET_KEY,  # sessions made here must be valid in daphne
         "FEDWEB_REDIS_PREFIX": prefix,
         "FEDWEB_DATA_DIR": str(settings.FEDWEB_DATA_DIR),
         "CHECKPOINT_EVERY": "2",
