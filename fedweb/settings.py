@@ -79,6 +79,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = FEDWEB_DATA_DIR / "static"
+SERVE_STATIC = env_bool("SERVE_STATIC", True)
 STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
 
 # --- Redis: one URL, two databases (Celery broker on n, channel layer on n + 1) -----------------

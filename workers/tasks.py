@@ -43,7 +43,9 @@ def execute_round(experiment_id: int, round_number: int, *, worker: str, report=
     except Exception as e:
         log.exception("round %s of experiment %s failed", round_number, experiment_id)
         runtime.forget(experiment_id)
-        experiment.fail(str(e) if isinstance(e, runtime.RoundFailed) else f"Round {round_number} failed: {type(e).__name__}: {e}")
+        experiment.fail(
+            str(e) if isinstance(e, runtime.RoundFailed) else f"Round {round_number} failed: {type(e).__name__}: {e}"
+        )
         return None
     finally:
         Worker.objects.filter(hostname=worker).update(current_experiment=None)

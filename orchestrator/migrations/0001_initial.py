@@ -2,13 +2,13 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import orchestrator.models
 from django.conf import settings
 from django.db import migrations, models
 
+import orchestrator.models
+
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -17,102 +17,160 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Experiment',
+            name="Experiment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('description', models.TextField(blank=True)),
-                ('tags', models.JSONField(blank=True, default=list)),
-                ('spec', models.JSONField(validators=[orchestrator.models.validate_spec])),
-                ('status', models.CharField(choices=[('draft', 'Draft'), ('queued', 'Queued'), ('running', 'Running'), ('paused', 'Paused'), ('cancelled', 'Cancelled'), ('completed', 'Completed'), ('failed', 'Failed')], db_index=True, default='draft', max_length=16)),
-                ('current_round', models.PositiveIntegerField(default=0)),
-                ('total_rounds', models.PositiveIntegerField(default=0)),
-                ('queue', models.CharField(blank=True, max_length=64)),
-                ('priority', models.IntegerField(default=0)),
-                ('error', models.TextField(blank=True)),
-                ('worker', models.CharField(blank=True, max_length=255)),
-                ('created', models.DateTimeField(default=django.utils.timezone.now)),
-                ('queued_at', models.DateTimeField(blank=True, null=True)),
-                ('started', models.DateTimeField(blank=True, null=True)),
-                ('finished', models.DateTimeField(blank=True, null=True)),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='experiments', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=200)),
+                ("description", models.TextField(blank=True)),
+                ("tags", models.JSONField(blank=True, default=list)),
+                ("spec", models.JSONField(validators=[orchestrator.models.validate_spec])),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("draft", "Draft"),
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("paused", "Paused"),
+                            ("cancelled", "Cancelled"),
+                            ("completed", "Completed"),
+                            ("failed", "Failed"),
+                        ],
+                        db_index=True,
+                        default="draft",
+                        max_length=16,
+                    ),
+                ),
+                ("current_round", models.PositiveIntegerField(default=0)),
+                ("total_rounds", models.PositiveIntegerField(default=0)),
+                ("queue", models.CharField(blank=True, max_length=64)),
+                ("priority", models.IntegerField(default=0)),
+                ("error", models.TextField(blank=True)),
+                ("worker", models.CharField(blank=True, max_length=255)),
+                ("created", models.DateTimeField(default=django.utils.timezone.now)),
+                ("queued_at", models.DateTimeField(blank=True, null=True)),
+                ("started", models.DateTimeField(blank=True, null=True)),
+                ("finished", models.DateTimeField(blank=True, null=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="experiments",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created'],
+                "ordering": ["-created"],
             },
         ),
         migrations.CreateModel(
-            name='Event',
+            name="Event",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('time', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ('level', models.CharField(choices=[('info', 'info'), ('warning', 'warning'), ('error', 'error')], default='info', max_length=16)),
-                ('message', models.TextField()),
-                ('experiment', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='orchestrator.experiment')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("time", models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
+                (
+                    "level",
+                    models.CharField(
+                        choices=[("info", "info"), ("warning", "warning"), ("error", "error")],
+                        default="info",
+                        max_length=16,
+                    ),
+                ),
+                ("message", models.TextField()),
+                (
+                    "experiment",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="events", to="orchestrator.experiment"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['time', 'id'],
+                "ordering": ["time", "id"],
             },
         ),
         migrations.CreateModel(
-            name='Worker',
+            name="Worker",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('hostname', models.CharField(max_length=255, unique=True)),
-                ('queue', models.CharField(max_length=255)),
-                ('devices', models.JSONField(blank=True, default=list)),
-                ('last_heartbeat', models.DateTimeField(default=django.utils.timezone.now)),
-                ('current_experiment', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='orchestrator.experiment')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("hostname", models.CharField(max_length=255, unique=True)),
+                ("queue", models.CharField(max_length=255)),
+                ("devices", models.JSONField(blank=True, default=list)),
+                ("last_heartbeat", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "current_experiment",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="orchestrator.experiment",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['hostname'],
+                "ordering": ["hostname"],
             },
         ),
         migrations.CreateModel(
-            name='Checkpoint',
+            name="Checkpoint",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('round', models.PositiveIntegerField()),
-                ('path', models.CharField(max_length=1000)),
-                ('size_bytes', models.BigIntegerField()),
-                ('created', models.DateTimeField(default=django.utils.timezone.now)),
-                ('experiment', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='checkpoints', to='orchestrator.experiment')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("round", models.PositiveIntegerField()),
+                ("path", models.CharField(max_length=1000)),
+                ("size_bytes", models.BigIntegerField()),
+                ("created", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "experiment",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="checkpoints",
+                        to="orchestrator.experiment",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['experiment', 'round'],
-                'constraints': [models.UniqueConstraint(fields=('experiment', 'round'), name='one_checkpoint_per_round')],
+                "ordering": ["experiment", "round"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("experiment", "round"), name="one_checkpoint_per_round")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='RoundMetric',
+            name="RoundMetric",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('round', models.PositiveIntegerField()),
-                ('participants', models.IntegerField()),
-                ('completed', models.IntegerField()),
-                ('stragglers', models.IntegerField()),
-                ('dropped', models.IntegerField()),
-                ('train_loss', models.FloatField(null=True)),
-                ('test_loss', models.FloatField(null=True)),
-                ('test_accuracy', models.FloatField(null=True)),
-                ('bytes_down', models.BigIntegerField()),
-                ('bytes_up', models.BigIntegerField()),
-                ('bytes_formula', models.BigIntegerField()),
-                ('round_seconds', models.FloatField()),
-                ('train_seconds', models.FloatField()),
-                ('samples', models.BigIntegerField()),
-                ('rss_mb', models.FloatField()),
-                ('threads', models.IntegerField()),
-                ('vram_allocated_mb', models.FloatField(null=True)),
-                ('vram_reserved_mb', models.FloatField(null=True)),
-                ('vram_peak_mb', models.FloatField(null=True)),
-                ('device', models.CharField(max_length=200)),
-                ('recorded', models.DateTimeField(default=django.utils.timezone.now)),
-                ('experiment', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='rounds', to='orchestrator.experiment')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("round", models.PositiveIntegerField()),
+                ("participants", models.IntegerField()),
+                ("completed", models.IntegerField()),
+                ("stragglers", models.IntegerField()),
+                ("dropped", models.IntegerField()),
+                ("train_loss", models.FloatField(null=True)),
+                ("test_loss", models.FloatField(null=True)),
+                ("test_accuracy", models.FloatField(null=True)),
+                ("bytes_down", models.BigIntegerField()),
+                ("bytes_up", models.BigIntegerField()),
+                ("bytes_formula", models.BigIntegerField()),
+                ("round_seconds", models.FloatField()),
+                ("train_seconds", models.FloatField()),
+                ("samples", models.BigIntegerField()),
+                ("rss_mb", models.FloatField()),
+                ("threads", models.IntegerField()),
+                ("vram_allocated_mb", models.FloatField(null=True)),
+                ("vram_reserved_mb", models.FloatField(null=True)),
+                ("vram_peak_mb", models.FloatField(null=True)),
+                ("device", models.CharField(max_length=200)),
+                ("recorded", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "experiment",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="rounds", to="orchestrator.experiment"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['experiment', 'round'],
-                'constraints': [models.UniqueConstraint(fields=('experiment', 'round'), name='one_metric_per_round')],
+                "ordering": ["experiment", "round"],
+                "constraints": [models.UniqueConstraint(fields=("experiment", "round"), name="one_metric_per_round")],
             },
         ),
     ]

@@ -97,7 +97,9 @@ def test_it_rechecks_permission_on_status_events(experiment, user, other_user):
 
 def test_it_routes_experiment_sockets_through_auth_and_origin_checks(experiment):
     async def scenario():
-        ws = WebsocketCommunicator(application, f"/ws/experiments/{experiment.pk}/", headers=[(b"origin", b"http://evil.example")])
+        ws = WebsocketCommunicator(
+            application, f"/ws/experiments/{experiment.pk}/", headers=[(b"origin", b"http://evil.example")]
+        )
         connected, _ = await ws.connect()
         assert not connected  # AllowedHostsOriginValidator
 

@@ -47,7 +47,13 @@ def test_it_parses_sqlite_and_postgres_urls(tmp_path):
     assert env.database_config("sqlite:////srv/fed.db", tmp_path)["NAME"] == "/srv/fed.db"
     pg = env.database_config("postgres://fed:p%40ss@db.local:5433/fedweb?sslmode=require", tmp_path)
     assert pg["ENGINE"] == "django.db.backends.postgresql"
-    assert (pg["NAME"], pg["USER"], pg["PASSWORD"], pg["HOST"], pg["PORT"]) == ("fedweb", "fed", "p@ss", "db.local", "5433")
+    assert (pg["NAME"], pg["USER"], pg["PASSWORD"], pg["HOST"], pg["PORT"]) == (
+        "fedweb",
+        "fed",
+        "p@ss",
+        "db.local",
+        "5433",
+    )
     assert pg["OPTIONS"] == {"sslmode": "require"}
 
 

@@ -7,7 +7,9 @@ pytestmark = pytest.mark.django_db
 
 
 def test_it_records_a_heartbeat_with_devices(monkeypatch):
-    monkeypatch.setattr(heartbeat, "gpu_devices", lambda: [{"index": 0, "name": "H100", "total_mb": 81559, "used_mb": 3}])
+    monkeypatch.setattr(
+        heartbeat, "gpu_devices", lambda: [{"index": 0, "name": "H100", "total_mb": 81559, "used_mb": 3}]
+    )
     worker = heartbeat.beat("gpu0@box", "gpu")
     first = worker.last_heartbeat
     again = heartbeat.beat("gpu0@box", "gpu")

@@ -18,7 +18,10 @@ FINISHED_DEMOS = {
         "evaluation": {"every": 1},
     },
 }
-RUNNING_DEMO = ("quickstart", {"rounds": 40, **_SMALL_DIGITS, "participation": {"clients_per_round": 4}, "local": {"epochs": 1}})
+RUNNING_DEMO = (
+    "quickstart",
+    {"rounds": 40, **_SMALL_DIGITS, "participation": {"clients_per_round": 4}, "local": {"epochs": 1}},
+)
 
 
 class Command(BaseCommand):
@@ -50,7 +53,11 @@ class Command(BaseCommand):
         Experiment.objects.filter(owner=user, name=name).delete()  # a half-run demo from an interrupted call
         spec = preset_spec(preset).replace(compute={"device": "cpu"}, **changes)
         experiment = Experiment.objects.create(
-            owner=user, name=name, description=PRESETS[preset]["description"], tags=["demo", preset], spec=spec.to_dict()
+            owner=user,
+            name=name,
+            description=PRESETS[preset]["description"],
+            tags=["demo", preset],
+            spec=spec.to_dict(),
         )
         self.stdout.write(f"Running '{name}' ({spec.rounds} rounds) inline ...")
         experiment.start(by="demo", enqueue=False)

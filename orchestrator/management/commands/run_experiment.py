@@ -46,7 +46,9 @@ class Command(BaseCommand):
     def _print_round(self, metric):
         acc = "-" if metric.test_accuracy is None else f"{metric.test_accuracy:.4f}"
         loss = "-" if metric.test_loss is None else f"{metric.test_loss:.4f}"
-        self.stdout.write(f"round {metric.round:4d}  test_loss {loss}  test_accuracy {acc}  {metric.round_seconds:.2f}s")
+        self.stdout.write(
+            f"round {metric.round:4d}  test_loss {loss}  test_accuracy {acc}  {metric.round_seconds:.2f}s"
+        )
 
     def _wait(self, experiment):
         last = 0
