@@ -20,7 +20,7 @@ FINISHED_DEMOS = {
 }
 RUNNING_DEMO = (
     "quickstart",
-    {"rounds": 40, **_SMALL_DIGITS, "participation": {"clients_per_round": 4}, "local": {"epochs": 1}},
+    {"rounds": 150, **_SMALL_DIGITS, "participation": {"clients_per_round": 4}, "local": {"epochs": 3}},
 )
 
 
