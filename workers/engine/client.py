@@ -163,6 +163,8 @@ class VectorTrainer:
         return out
 
     def _step_fn(self, slots: int):
+        # Only compiled steps are worth caching; eager vmap is rebuilt for free every group, so
+        # without compile the cache stays empty whatever the slot counts.
         fn = self._steps.get(slots)
         if fn is None:
             model, device, precision = self.model, self.device, self.cfg.precision
@@ -178,7 +180,7 @@ class VectorTrainer:
             fn = vmap(grad(loss, has_aux=True))
             if self.compile:
                 fn = torch.compile(fn, dynamic=False)
-            self._steps[slots] = fn
+                self._steps[slots] = fn
         return fn
 
     def train(self, start: torch.Tensor, plan: GroupPlan, data: FederatedData) -> GroupOutput:

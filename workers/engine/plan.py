@@ -131,8 +131,9 @@ def plan_group(
 def bucket(n: int, group_size: int) -> int:
     """Padded slot count for a group of ``n`` clients: the next power of two, capped at the group size.
 
-    Shapes come from a set of at most log2(group_size) + 1 sizes, whatever the cohort sizes are,
-    so varying cohorts cause no new shapes beyond that set.
+    Shapes then come from a set of at most log2(group_size) + 1 sizes whatever the cohort sizes
+    are, so the CUDA caching allocator, oneDNN's primitive cache and compiled graphs see no new
+    shapes as cohorts vary. (Set ``client_group_size`` to the cohort size to avoid padding.)
     """
     if n >= group_size:
         return group_size

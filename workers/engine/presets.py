@@ -27,6 +27,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             "model": {"name": "cnn"},
             "participation": {"clients_per_round": 10},
             "local": {"epochs": 2, "batch_size": 10, "lr": 0.05, "momentum": 0.5},
+            "compute": {"client_group_size": 10},
         },
     },
     "varying-participants": {

@@ -357,12 +357,20 @@ def make_replica(
         precision=spec.compute.precision,
     )
     template = copy.deepcopy(model).to(device)
+    slots = max_slots(spec)
     if vectorised:
-        trainer = VectorTrainer(template, spec.compute.client_group_size, cfg, device)
+        trainer = VectorTrainer(template, slots, cfg, device)
         trainer.compile = spec.compute.compile
     else:
-        trainer = SequentialTrainer(template, spec.compute.client_group_size, cfg, device)
+        trainer = SequentialTrainer(template, slots, cfg, device)
     return _Replica(device=device, data=data, trainer=trainer)
+
+
+def max_slots(spec: Spec) -> int:
+    """The most client slots any round of ``spec`` can need: buffers are sized once, to this."""
+    G = spec.compute.client_group_size
+    largest = max(spec.participation.schedule or [spec.participation.clients_per_round])
+    return bucket(min(largest, G), G)
 
 
 def train_plans(

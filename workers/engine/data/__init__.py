@@ -91,9 +91,13 @@ def _assemble(pool: Pool, parts: partition.Parts, names: list[str] | None) -> Fe
     sizes = torch.tensor([len(p) for p in parts], dtype=torch.int64)
     offsets = torch.zeros(len(parts) + 1, dtype=torch.int64)
     offsets[1:] = torch.cumsum(sizes, 0)
+    if torch.equal(order, torch.arange(len(order))):
+        x_train, y_train = pool.x_train, pool.y_train  # already sorted by client (natural splits): no copy
+    else:
+        x_train, y_train = pool.x_train[order].contiguous(), pool.y_train[order].contiguous()
     return FederatedData(
-        x_train=pool.x_train[order].contiguous(),
-        y_train=pool.y_train[order].contiguous(),
+        x_train=x_train,
+        y_train=y_train,
         offsets=offsets,
         x_test=pool.x_test,
         y_test=pool.y_test,

@@ -35,10 +35,19 @@ ALLOWED_GLOBALS = frozenset(
 )
 
 
+def _latin1_encode(text: str, encoding: str = "utf-8") -> bytes:
+    """``_codecs.encode`` limited to latin-1: how protocol-2 pickles written by Python 3 store bytes."""
+    if encoding not in ("latin1", "latin-1"):
+        raise pickle.UnpicklingError(f"refusing _codecs.encode with encoding {encoding!r}")
+    return text.encode("latin-1")
+
+
 class RestrictedUnpickler(pickle.Unpickler):
     """An unpickler that resolves only numpy array reconstruction; anything else is refused."""
 
     def find_class(self, module: str, name: str):
+        if (module, name) == ("_codecs", "encode"):
+            return _latin1_encode
         if (module, name) not in ALLOWED_GLOBALS:
             raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a data file")
         return super().find_class(module, name)

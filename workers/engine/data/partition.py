@@ -68,10 +68,13 @@ def ensure_nonempty(parts: Parts, rng: np.random.Generator) -> Parts:
         raise ValueError(f"{sizes.sum()} samples cannot fill {len(parts)} clients")
     for i in np.flatnonzero(sizes == 0):
         donor = int(np.argmax(sizes))
-        take = int(rng.integers(sizes[donor]))
-        parts[i] = parts[donor][take : take + 1]
-        parts[donor] = np.delete(parts[donor], take)
-        sizes[i], sizes[donor] = 1, sizes[donor] - 1
+        # A random sample of the donor, swapped to its end so that removing it is an O(1) slice
+        # (thousands of empty clients happen with tiny alphas).
+        take, last = int(rng.integers(sizes[donor])), sizes[donor] - 1
+        donor_part = parts[donor].copy() if not parts[donor].flags.writeable else parts[donor]
+        donor_part[[take, last]] = donor_part[[last, take]]
+        parts[i], parts[donor] = donor_part[last:], donor_part[:last]
+        sizes[i], sizes[donor] = 1, last
     return parts
 
 
