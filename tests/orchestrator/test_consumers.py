@@ -104,3 +104,31 @@ def test_it_routes_experiment_sockets_through_auth_and_origin_checks(experiment)
         assert not connected  # AllowedHostsOriginValidator
 
     async_to_sync(scenario)()
+
+
+def test_it_streams_workers_to_signed_in_users_only(user):
+    from orchestrator.consumers import WorkersConsumer
+    from orchestrator.models import Worker
+    from workers.heartbeat import beat
+
+    Worker.objects.create(hostname="w1@box", queue="cpu")
+
+    async def scenario():
+        anonymous = WebsocketCommunicator(WorkersConsumer.as_asgi(), "/ws/workers/")
+        anonymous.scope["user"] = AnonymousUser()
+        await anonymous.connect()
+        assert (await anonymous.receive_output(timeout=2)) == {"type": "websocket.close", "code": 4403}
+
+        ws = WebsocketCommunicator(WorkersConsumer.as_asgi(), "/ws/workers/")
+        ws.scope["user"] = user
+        await ws.connect()
+        snapshot = await ws.receive_json_from()
+        assert snapshot["type"] == "worker" and snapshot["hostname"] == "w1@box" and not snapshot["lost"]
+        from channels.db import database_sync_to_async
+
+        await database_sync_to_async(beat)("w2@box", "gpu")
+        live = await ws.receive_json_from(timeout=2)
+        assert live["hostname"] == "w2@box" and live["queue"] == "gpu"
+        await ws.disconnect()
+
+    async_to_sync(scenario)()
