@@ -1,0 +1,15 @@
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 FEDWEB_DATA_DIR=/data
+WORKDIR /app
+
+COPY requirements.txt ./
+RUN pip install --no-cache-dir -r requirements.txt
+
+COPY . .
+RUN useradd --create-home --uid 1000 fedweb && mkdir -p /data && chown fedweb /data
+USER fedweb
+VOLUME /data
+EXPOSE 8000
+
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "fedweb.asgi:application"]

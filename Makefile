@@ -1,0 +1,40 @@
+# `make run` and `make test` work on a fresh machine with Python 3.11: they build .venv first.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv run test test-fast lint format clean
+
+$(STAMP): requirements.txt requirements-dev.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# daphne + one CPU worker + Redis (embedded when REDIS_URL is unset and nothing answers on 6379).
+run: venv
+	$(BIN)/python scripts/devserver.py
+
+# The whole suite. Redis: REDIS_URL, else DB 10 of 127.0.0.1:6379, else the tests start the
+# embedded one. PostgreSQL: set DATABASE_URL=postgres://... to run the database tests on it.
+test: venv
+	url="$$($(BIN)/python scripts/redis_url.py --test)"; \
+	if [ -n "$$url" ]; then export REDIS_URL="$$url"; fi; \
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: venv
+	$(BIN)/python -m pytest -m "not integration and not slow and not browser" $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: venv
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .ruff_cache

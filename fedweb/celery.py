@@ -1,0 +1,15 @@
+"""The Celery app. Every setting lives in Django settings under the CELERY_ namespace."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fedweb.settings")
+
+app = Celery("fedweb")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+# Tasks live in workers/tasks.py, which is not a Django app; name it explicitly.
+app.autodiscover_tasks(["workers"])
+
+# Imported for its signal handlers: heartbeats start when a worker is ready.
+import workers.heartbeat  # noqa: E402,F401

@@ -1,0 +1,160 @@
+"""Small readers for environment variables that fail loudly on bad values.
+
+A typo in a deployment's environment should stop the process at start-up with a message that
+names the variable, not surface later as a confusing runtime error.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name} must be one of 1/0, true/false, yes/no, on/off, not {raw!r}")
+
+
+def env_int(name: str, default: int, *, min_value: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, not {raw!r}") from None
+    if min_value is not None and value < min_value:
+        raise ImproperlyConfigured(f"{name} must be >= {min_value}, not {value}")
+    return value
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return list(default)
+    items = [item.strip() for item in raw.split(",") if item.strip()]
+    if not items:
+        raise ImproperlyConfigured(f"{name} must be a comma-separated list with at least one entry")
+    return items
+
+
+def secret_key(generated_file: Path) -> str:
+    """SECRET_KEY, or the contents of SECRET_KEY_FILE (Docker secrets).
+
+    With neither set, a random key is generated once into ``generated_file`` (inside the data
+    directory) so a self-hosted install works out of the box and sessions survive restarts.
+    """
+    key, key_file = os.environ.get("SECRET_KEY"), os.environ.get("SECRET_KEY_FILE")
+    if key is not None and key_file is not None:
+        raise ImproperlyConfigured("set SECRET_KEY or SECRET_KEY_FILE, not both")
+    if key is not None:
+        if len(key.strip()) < 16:
+            raise ImproperlyConfigured("SECRET_KEY must be at least 16 characters long")
+        return key
+    if key_file is not None:
+        try:
+            key = Path(key_file).read_text().strip()
+        except OSError as e:
+            raise ImproperlyConfigured(f"SECRET_KEY_FILE {key_file!r} cannot be read: {e}") from None
+        if len(key) < 16:
+            raise ImproperlyConfigured(f"SECRET_KEY_FILE {key_file!r} must hold at least 16 characters")
+        return key
+    if not generated_file.exists():
+        generated_file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(generated_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(50))
+    return generated_file.read_text().strip()
+
+
+def database_config(url: str, data_dir: Path) -> dict:
+    """A Django DATABASES entry from ``sqlite:///path`` / ``postgres://user:pw@host:port/db``.
+
+    The empty string means the default SQLite file under the data directory.
+    """
+    if not url:
+        return _sqlite_config(data_dir / "fedweb.sqlite3")
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        # sqlite:///relative.db and sqlite:////absolute/path.db, as in dj-database-url.
+        path = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
+        if not path:
+            raise ImproperlyConfigured(f"DATABASE_URL {url!r} has no file path")
+        return _sqlite_config(Path(path))
+    if parts.scheme in ("postgres", "postgresql", "pgsql"):
+        name = unquote(parts.path.lstrip("/"))
+        if not name:
+            raise ImproperlyConfigured(f"DATABASE_URL {url!r} names no database")
+        try:
+            port = parts.port
+        except ValueError:
+            raise ImproperlyConfigured(f"DATABASE_URL {url!r} has a bad port") from None
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": name,
+            "USER": unquote(parts.username or ""),
+            "PASSWORD": unquote(parts.password or ""),
+            "HOST": parts.hostname or "",
+            "PORT": str(port or ""),
+            "OPTIONS": dict(parse_qsl(parts.query)),
+            "CONN_MAX_AGE": 60,
+            "CONN_HEALTH_CHECKS": True,
+        }
+    raise ImproperlyConfigured(f"DATABASE_URL must start with sqlite:// or postgres://, not {url!r}")
+
+
+def _sqlite_config(path: Path) -> dict:
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(path),
+        "OPTIONS": {
+            # The web process and the workers write at once: WAL lets readers run beside the writer,
+            # IMMEDIATE takes the write lock up front (no deadlock on lock upgrade), and the timeout
+            # makes a writer wait for the lock instead of failing with "database is locked".
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+        },
+    }
+
+
+def redis_urls(url: str) -> tuple[str, str]:
+    """Split one Redis URL into (Celery broker, Channels layer) URLs on DB n and n + 1.
+
+    Keeping them apart means flushing or inspecting one never touches the other.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise ImproperlyConfigured(f"REDIS_URL must start with redis://, rediss:// or unix://, not {url!r}")
+    if parts.scheme == "unix":
+        query = dict(parse_qsl(parts.query))
+        db = _redis_db(query.get("db", "0"), url)
+        base = f"unix://{parts.path}"
+        return f"{base}?db={db}", f"{base}?db={db + 1}"
+    db = _redis_db(parts.path.lstrip("/") or "0", url)
+    base = f"{parts.scheme}://{parts.netloc}"
+    return f"{base}/{db}", f"{base}/{db + 1}"
+
+
+def _redis_db(raw: str, url: str) -> int:
+    if not raw.isdigit() or int(raw) > 14:
+        raise ImproperlyConfigured(f"REDIS_URL {url!r}: the database number must be 0..14 (n + 1 is also used)")
+    return int(raw)

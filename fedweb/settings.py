@@ -1,0 +1,133 @@
+"""FedWeb settings, read from environment variables (see README.md, "Configuration")."""
+
+from pathlib import Path
+
+from fedweb.env import database_config, env_bool, env_int, env_list, env_str, redis_urls, secret_key
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", ["http://localhost", "http://127.0.0.1"])
+
+# Datasets, checkpoints and the default SQLite database live here.
+FEDWEB_DATA_DIR = Path(env_str("FEDWEB_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+FEDWEB_DATA_DIR.mkdir(parents=True, exist_ok=True)
+SECRET_KEY = secret_key(FEDWEB_DATA_DIR / "secret_key")
+FEDWEB_QUEUES = env_list("FEDWEB_QUEUES", ["cpu", "gpu"])
+CHECKPOINT_EVERY = env_int("CHECKPOINT_EVERY", 10, min_value=1)
+CHECKPOINT_KEEP = env_int("CHECKPOINT_KEEP", 3, min_value=1)
+# A worker whose last heartbeat is older than this is shown as lost.
+WORKER_LOST_AFTER = env_int("WORKER_LOST_AFTER", 60, min_value=1)
+HEARTBEAT_INTERVAL = env_int("HEARTBEAT_INTERVAL", 5, min_value=1)
+
+INSTALLED_APPS = [
+    "daphne",  # first, so `runserver` serves ASGI (WebSockets) too
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "orchestrator",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "fedweb.urls"
+WSGI_APPLICATION = "fedweb.wsgi.application"
+ASGI_APPLICATION = "fedweb.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": database_config(env_str("DATABASE_URL"), FEDWEB_DATA_DIR)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = FEDWEB_DATA_DIR / "static"
+SERVE_STATIC = env_bool("SERVE_STATIC", True)
+STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
+
+# --- Redis: one URL, two databases (Celery broker on n, channel layer on n + 1) -----------------
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+# Optional key prefix so several FedWeb instances (or test runs) can share one Redis safely.
+REDIS_PREFIX = env_str("FEDWEB_REDIS_PREFIX", "")
+_BROKER_URL, _CHANNELS_URL = redis_urls(REDIS_URL)
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            "hosts": [_CHANNELS_URL],
+            "prefix": f"{REDIS_PREFIX}asgi",
+            # The default of 100 silently drops messages to a slow browser; rounds can come fast.
+            "capacity": 2000,
+            # Undelivered messages older than this are dropped; the database still has them.
+            "expiry": 120,
+            "group_expiry": 86400,
+        },
+    }
+}
+
+CELERY_BROKER_URL = _BROKER_URL
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    # How long an unacknowledged round stays with a worker before Redis hands it to another one:
+    # this is what brings back the round of a killed worker. Must exceed the longest round.
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, min_value=1),
+    # Look for such abandoned rounds every N seconds (kombu's default sweep is ~100 s).
+    "unacked_restore_interval": env_int("CELERY_RESTORE_INTERVAL", 10, min_value=1),
+    "unacked_restore_throttle": 1,
+    "global_keyprefix": REDIS_PREFIX,
+}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_ACKS_LATE = True  # a round is acknowledged only after it is recorded
+CELERY_TASK_REJECT_ON_WORKER_LOST = True  # ... and re-queued when the worker dies mid-round
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # never hold a round another worker could run
+CELERY_TASK_DEFAULT_QUEUE = FEDWEB_QUEUES[0]
+CELERY_TASK_IGNORE_RESULT = True  # the database holds results; no result backend
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_WORKER_SEND_TASK_EVENTS = False
+CELERY_TASK_ALWAYS_EAGER = False
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.channels.server": {"level": "WARNING"}},
+}

@@ -1,0 +1,31 @@
+from django.contrib import admin
+
+from orchestrator.models import Checkpoint, Event, Experiment, RoundMetric, Worker
+
+
+@admin.register(Experiment)
+class ExperimentAdmin(admin.ModelAdmin):
+    list_display = ["id", "name", "owner", "status", "current_round", "total_rounds", "queue", "created"]
+    list_filter = ["status", "queue"]
+    search_fields = ["name", "description"]
+
+
+@admin.register(RoundMetric)
+class RoundMetricAdmin(admin.ModelAdmin):
+    list_display = ["experiment", "round", "train_loss", "test_loss", "test_accuracy", "round_seconds", "device"]
+
+
+@admin.register(Checkpoint)
+class CheckpointAdmin(admin.ModelAdmin):
+    list_display = ["experiment", "round", "path", "size_bytes", "created"]
+
+
+@admin.register(Event)
+class EventAdmin(admin.ModelAdmin):
+    list_display = ["experiment", "time", "level", "message"]
+    list_filter = ["level"]
+
+
+@admin.register(Worker)
+class WorkerAdmin(admin.ModelAdmin):
+    list_display = ["hostname", "queue", "last_heartbeat", "current_experiment"]

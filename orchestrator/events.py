@@ -1,0 +1,122 @@
+"""The one module that owns WebSocket payloads and sends them to channel groups.
+
+Each payload is a TypedDict whose ``type`` names the consumer handler that forwards it
+(``round`` -> ``ExperimentConsumer.round``); the browser receives the same dict as JSON.
+Nothing else in FedWeb calls ``group_send``.
+
+Publishing never raises: the database is the source of truth, and a client that missed an event
+because Redis was away gets it from the database when it reconnects with ``?after=N``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal, TypedDict
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+log = logging.getLogger(__name__)
+
+WORKERS_GROUP = "workers"
+
+
+class RoundEvent(TypedDict):
+    type: Literal["round"]
+    experiment_id: int
+    round: int
+    metrics: dict  # every RoundResult field
+
+
+class StatusEvent(TypedDict):
+    type: Literal["status"]
+    experiment_id: int
+    status: str
+    current_round: int
+    total_rounds: int
+    error: str
+
+
+class LogEvent(TypedDict):
+    type: Literal["log"]
+    experiment_id: int
+    time: str
+    level: str
+    message: str
+
+
+class WorkerEvent(TypedDict):
+    type: Literal["worker"]
+    hostname: str
+    queue: str
+    devices: list
+    last_heartbeat: str
+    current_experiment_id: int | None
+    lost: bool
+
+
+def group_name(experiment_id: int) -> str:
+    return f"experiment-{experiment_id}"
+
+
+def round_event(experiment_id: int, metrics: dict) -> RoundEvent:
+    return {"type": "round", "experiment_id": experiment_id, "round": metrics["round"], "metrics": metrics}
+
+
+def status_event(experiment) -> StatusEvent:
+    return {
+        "type": "status",
+        "experiment_id": experiment.pk,
+        "status": experiment.status,
+        "current_round": experiment.current_round,
+        "total_rounds": experiment.total_rounds,
+        "error": experiment.error,
+    }
+
+
+def log_event(event) -> LogEvent:
+    return {
+        "type": "log",
+        "experiment_id": event.experiment_id,
+        "time": event.time.isoformat(),
+        "level": event.level,
+        "message": event.message,
+    }
+
+
+def worker_event(worker) -> WorkerEvent:
+    return {
+        "type": "worker",
+        "hostname": worker.hostname,
+        "queue": worker.queue,
+        "devices": worker.devices,
+        "last_heartbeat": worker.last_heartbeat.isoformat(),
+        "current_experiment_id": worker.current_experiment_id,
+        "lost": worker.is_lost,
+    }
+
+
+def publish_round(experiment_id: int, metrics: dict) -> None:
+    _send(group_name(experiment_id), round_event(experiment_id, metrics))
+
+
+def publish_status(experiment) -> None:
+    _send(group_name(experiment.pk), status_event(experiment))
+
+
+def publish_log(event) -> None:
+    _send(group_name(event.experiment_id), log_event(event))
+
+
+def publish_worker(worker) -> None:
+    _send(WORKERS_GROUP, worker_event(worker))
+
+
+def _send(group: str, payload: dict) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(group, payload)
+    except Exception:  # Redis down: the round is already in the database, don't fail it
+        log.warning("could not publish %s event to %s", payload["type"], group, exc_info=True)

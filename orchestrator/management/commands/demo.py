@@ -1,0 +1,74 @@
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from orchestrator.models import Experiment, Status
+from workers.engine.presets import PRESETS, preset_spec
+
+# Presets scaled down (fewer rounds and clients, 8×8 digits, small models) so the finished demos
+# run inline in seconds on a laptop CPU before `make run` starts the server.
+_SMALL_DIGITS = {"data": {"num_clients": 20, "image_size": 8}, "model": {"name": "mlp", "hidden": 32}}
+FINISHED_DEMOS = {
+    "quickstart": {"rounds": 8, **_SMALL_DIGITS, "participation": {"clients_per_round": 4}, "local": {"epochs": 1}},
+    "fedprox-stragglers": {"rounds": 6, "local": {"epochs": 2}},
+    "varying-participants": {
+        "rounds": 6,
+        "data": {"num_clients": 60, "mean_samples": 20},
+        "participation": {"schedule": [12, 18, 9, 15, 20, 10]},
+        "local": {"epochs": 1},
+        "evaluation": {"every": 1},
+    },
+}
+RUNNING_DEMO = (
+    "quickstart",
+    {"rounds": 150, **_SMALL_DIGITS, "participation": {"clients_per_round": 4}, "local": {"epochs": 3}},
+)
+
+
+class Command(BaseCommand):
+    help = "Create the demo user (demo/demo) and demo experiments. Safe to run again."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--no-queue", action="store_true", help="don't queue the running demo (no worker)")
+
+    def handle(self, *args, **opts):
+        user = self._demo_user()
+        for preset, changes in FINISHED_DEMOS.items():
+            self._finished_demo(user, preset, changes)
+        if not opts["no_queue"]:
+            self._running_demo(user)
+        self.stdout.write(self.style.SUCCESS("Demo ready. Log in as demo / demo"))
+
+    def _demo_user(self):
+        user, _ = get_user_model().objects.get_or_create(username="demo")
+        user.set_password("demo")
+        user.save()
+        return user
+
+    def _finished_demo(self, user, preset, changes):
+        from workers.tasks import run_inline
+
+        name = f"Demo: {preset} (scaled down)"
+        if Experiment.objects.filter(owner=user, name=name, status=Status.COMPLETED).exists():
+            return
+        Experiment.objects.filter(owner=user, name=name).delete()  # a half-run demo from an interrupted call
+        spec = preset_spec(preset).replace(compute={"device": "cpu"}, **changes)
+        experiment = Experiment.objects.create(
+            owner=user,
+            name=name,
+            description=PRESETS[preset]["description"],
+            tags=["demo", preset],
+            spec=spec.to_dict(),
+        )
+        self.stdout.write(f"Running '{name}' ({spec.rounds} rounds) inline ...")
+        experiment.start(by="demo", enqueue=False)
+        run_inline(experiment, report=lambda level, message: None)
+
+    def _running_demo(self, user):
+        preset, changes = RUNNING_DEMO
+        name = "Demo: live quickstart"
+        if Experiment.objects.filter(owner=user, name=name).exists():
+            return
+        spec = preset_spec(preset).replace(compute={"device": "cpu"}, **changes)
+        experiment = Experiment.objects.create(owner=user, name=name, tags=["demo", preset], spec=spec.to_dict())
+        experiment.start(by="demo")
+        self.stdout.write(f"Queued '{name}' ({spec.rounds} rounds) on '{experiment.queue}'")

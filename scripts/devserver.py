@@ -1,0 +1,94 @@
+"""`make run`: Redis (embedded when none answers), migrations, the demo, daphne and one CPU worker.
+
+Everything started here is stopped on Ctrl-C (or SIGTERM), and everything stops if one dies.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from fedweb.localredis import answers, free_port, redis_server_binary  # noqa: E402
+
+children: list[subprocess.Popen] = []
+
+
+def start(args: list[str], env: dict, **kw) -> subprocess.Popen:
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, **kw)
+    children.append(proc)
+    return proc
+
+
+def stop_all(*_args) -> None:
+    for proc in reversed(children):
+        if proc.poll() is None:
+            proc.terminate()
+    deadline = time.monotonic() + 15
+    for proc in reversed(children):
+        try:
+            proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    children.clear()
+
+
+def ensure_redis(env: dict, data_dir: Path) -> str:
+    url = env.get("REDIS_URL")
+    if url:
+        return url
+    if answers("redis://127.0.0.1:6379/0"):
+        return "redis://127.0.0.1:6379/0"
+    port = free_port()
+    folder = data_dir / "redis"
+    folder.mkdir(parents=True, exist_ok=True)
+    args = [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder),
+            "--pidfile", str(folder / "redis.pid"), "--save", "60 1", "--appendonly", "no"]  # fmt: skip
+    start(args, env, stdout=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    deadline = time.monotonic() + 15
+    while not answers(url):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the embedded Redis did not start")
+        time.sleep(0.1)
+    print(f"Started the embedded Redis on port {port} (no Redis answered on 127.0.0.1:6379)")
+    return url
+
+
+def main() -> int:
+    signal.signal(signal.SIGINT, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+    env = dict(os.environ)
+    env.setdefault("DEBUG", "1")
+    data_dir = Path(env.get("FEDWEB_DATA_DIR", ROOT / "var")).resolve()
+    host, port = env.get("HOST", "127.0.0.1"), env.get("PORT", "8000")
+    python = sys.executable
+    try:
+        env["REDIS_URL"] = ensure_redis(env, data_dir)
+        subprocess.run([python, "manage.py", "migrate", "--no-input", "-v", "0"], cwd=ROOT, env=env, check=True)
+        subprocess.run([python, "manage.py", "demo"], cwd=ROOT, env=env, check=True)
+        start([python, "-m", "daphne", "-b", host, "-p", port, "fedweb.asgi:application"], env)
+        start([python, "-m", "celery", "-A", "fedweb", "worker", "-Q", "cpu", "--concurrency", "1", "-l", "info"], env)
+        print(f"\nFedWeb is running at http://{host}:{port}/  (log in as demo / demo; Ctrl-C stops everything)\n")
+        while all(proc.poll() is None for proc in children):
+            time.sleep(0.5)
+        print("A process exited; stopping the others.", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nStopping ...")
+        return 0
+    except subprocess.CalledProcessError as e:
+        print(f"{' '.join(e.cmd)} failed with exit code {e.returncode}", file=sys.stderr)
+        return 1
+    finally:
+        stop_all()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""Real processes for integration tests: an embedded Redis, Celery workers and a daphne server.
+
+No mocks: the processes are the ones `make run` starts, configured through the same environment
+variables, sharing the test database (a file, or PostgreSQL) with the test process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from fedweb.localredis import answers as redis_answers
+from fedweb.localredis import free_port, redis_server_binary
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class EmbeddedRedis:
+    def __init__(self, workdir: Path):
+        self.port = free_port()
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(workdir)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        wait_for(lambda: redis_answers(self.url), 15, "embedded Redis")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def database_url(settings_dict: dict) -> str:
+    """The URL of the (test) database the test process is using, for the subprocesses."""
+    if settings_dict["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{settings_dict['NAME']}"
+    auth = settings_dict["USER"] + (f":{settings_dict['PASSWORD']}" if settings_dict["PASSWORD"] else "")
+    port = f":{settings_dict['PORT']}" if settings_dict["PORT"] else ""
+    return f"postgres://{auth}@{settings_dict['HOST'] or 'localhost'}{port}/{settings_dict['NAME']}"
+
+
+class Process:
+    """A subprocess in its own process group, with its output in a log file."""
+
+    def __init__(self, name: str, args: list[str], env: dict, logdir: Path):
+        self.name = name
+        self.log_path = logdir / f"{name}.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            args, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill9(self) -> None:
+        """SIGKILL the whole group (Celery's main process and its pool child): a crashed machine."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(10)
+        self._log.close()
+
+    def stop(self) -> None:
+        if self.alive():
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+            except ProcessLookupError:
+                pass
+        self._log.close()
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+
+def start_worker(env: dict, logdir: Path, name: str, queues: str = "cpu") -> Process:
+    args = [sys.executable, "-m", "celery", "-A", "fedweb", "worker", "-Q", queues, "--concurrency", "1",
+            "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "-l", "info"]  # fmt: skip
+    return Process(name, args, env, logdir)
+
+
+def start_daphne(env: dict, logdir: Path, port: int) -> Process:
+    args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "fedweb.asgi:application"]
+    return Process("daphne", args, env, logdir)

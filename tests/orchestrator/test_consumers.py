@@ -1,0 +1,134 @@
+"""The experiment consumer with the in-memory channel layer: history, dedupe, permissions."""
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import AnonymousUser
+
+from fedweb.asgi import application
+from orchestrator import events
+from orchestrator.consumers import ExperimentConsumer
+from orchestrator.models import Experiment, RoundMetric
+from tests.conftest import TINY_SPEC
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _metrics(r):
+    return {"round": r, "participants": 4, "completed": 4, "stragglers": 0, "dropped": 0, "train_loss": 1.0 / r,
+            "test_loss": 1.0, "test_accuracy": 0.5, "bytes_down": 1, "bytes_up": 1, "bytes_formula": 2,
+            "round_seconds": 0.1, "train_seconds": 0.1, "samples": 10, "rss_mb": 1.0, "threads": 1,
+            "vram_allocated_mb": None, "vram_reserved_mb": None, "vram_peak_mb": None, "device": "cpu"}  # fmt: skip
+
+
+def _communicator(experiment, user, after=None):
+    path = f"/ws/experiments/{experiment.pk}/" + (f"?after={after}" if after is not None else "")
+    communicator = WebsocketCommunicator(ExperimentConsumer.as_asgi(), path)
+    communicator.scope["user"] = user
+    communicator.scope["url_route"] = {"kwargs": {"experiment_id": experiment.pk}}
+    return communicator
+
+
+async def _drain(communicator):
+    out = []
+    while not await communicator.receive_nothing(timeout=0.2):
+        out.append(await communicator.receive_json_from())
+    return out
+
+
+@pytest.fixture
+def experiment(user):
+    e = Experiment.objects.create(owner=user, name="e", spec=TINY_SPEC)
+    for r in (1, 2, 3):
+        RoundMetric.record(e, _metrics(r))
+    Experiment.objects.filter(pk=e.pk).update(current_round=3, status="running")
+    return e
+
+
+def test_it_sends_history_after_n_then_status_then_only_new_rounds(experiment, user):
+    async def scenario():
+        ws = _communicator(experiment, user, after=1)
+        connected, _ = await ws.connect()
+        assert connected
+        first = await _drain(ws)
+        assert [(m["type"], m.get("round")) for m in first] == [("round", 2), ("round", 3), ("status", None)]
+        assert first[0]["metrics"] == _metrics(2)
+        layer = events.get_channel_layer()
+        group = events.group_name(experiment.pk)
+        # a late duplicate of round 3 (published before the history was read) is dropped
+        await layer.group_send(group, events.round_event(experiment.pk, _metrics(3)))
+        await layer.group_send(group, events.round_event(experiment.pk, _metrics(4)))
+        live = await _drain(ws)
+        assert [m["round"] for m in live] == [4]
+        await ws.disconnect()
+
+    async_to_sync(scenario)()
+
+
+@pytest.mark.parametrize("who", ["other", "anonymous"])
+def test_it_closes_with_4403_for_users_who_cannot_view(experiment, other_user, who):
+    user = other_user if who == "other" else AnonymousUser()
+
+    async def scenario():
+        ws = _communicator(experiment, user)
+        await ws.connect()
+        assert (await ws.receive_output(timeout=2)) == {"type": "websocket.close", "code": 4403}
+
+    async_to_sync(scenario)()
+
+
+def test_it_rechecks_permission_on_status_events(experiment, user, other_user):
+    async def scenario():
+        ws = _communicator(experiment, user)
+        await ws.connect()
+        await _drain(ws)
+        # ownership moves away (as sharing will, in the dashboard): the next status event closes
+        from channels.db import database_sync_to_async
+
+        await database_sync_to_async(Experiment.objects.filter(pk=experiment.pk).update)(owner=other_user)
+        await events.get_channel_layer().group_send(
+            events.group_name(experiment.pk),
+            {**events.status_event(experiment), "status": "paused"},
+        )
+        assert (await ws.receive_output(timeout=2)) == {"type": "websocket.close", "code": 4403}
+
+    async_to_sync(scenario)()
+
+
+def test_it_routes_experiment_sockets_through_auth_and_origin_checks(experiment):
+    async def scenario():
+        ws = WebsocketCommunicator(
+            application, f"/ws/experiments/{experiment.pk}/", headers=[(b"origin", b"http://evil.example")]
+        )
+        connected, _ = await ws.connect()
+        assert not connected  # AllowedHostsOriginValidator
+
+    async_to_sync(scenario)()
+
+
+def test_it_streams_workers_to_signed_in_users_only(user):
+    from orchestrator.consumers import WorkersConsumer
+    from orchestrator.models import Worker
+    from workers.heartbeat import beat
+
+    Worker.objects.create(hostname="w1@box", queue="cpu")
+
+    async def scenario():
+        anonymous = WebsocketCommunicator(WorkersConsumer.as_asgi(), "/ws/workers/")
+        anonymous.scope["user"] = AnonymousUser()
+        await anonymous.connect()
+        assert (await anonymous.receive_output(timeout=2)) == {"type": "websocket.close", "code": 4403}
+
+        ws = WebsocketCommunicator(WorkersConsumer.as_asgi(), "/ws/workers/")
+        ws.scope["user"] = user
+        await ws.connect()
+        snapshot = await ws.receive_json_from()
+        assert snapshot["type"] == "worker" and snapshot["hostname"] == "w1@box" and not snapshot["lost"]
+        from channels.db import database_sync_to_async
+
+        await database_sync_to_async(beat)("w2@box", "gpu")
+        live = await ws.receive_json_from(timeout=2)
+        assert live["hostname"] == "w2@box" and live["queue"] == "gpu"
+        await ws.disconnect()
+
+    async_to_sync(scenario)()

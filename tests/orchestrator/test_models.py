@@ -1,0 +1,96 @@
+import pytest
+
+from orchestrator.models import Event, Experiment, RoundMetric, Status, Worker
+from tests.conftest import TINY_SPEC
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def experiment(user):
+    return Experiment.objects.create(owner=user, name="tiny", spec=TINY_SPEC)
+
+
+def test_it_normalises_and_validates_the_spec(user):
+    from django.core.exceptions import ValidationError
+
+    e = Experiment.objects.create(owner=user, name="x", spec={"rounds": 3, "compute": {"device": "cpu"}})
+    assert e.spec["local"]["epochs"] == 1  # defaults filled in: what is stored is what runs
+    assert e.total_rounds == 3 and e.spec_obj().rounds == 3
+    bad = Experiment(owner=user, name="bad", spec={"rounds": -1})
+    with pytest.raises(ValidationError, match="rounds"):
+        bad.full_clean()
+
+
+def test_it_lets_only_the_owner_view_and_control(experiment, other_user, django_user_model):
+    from django.contrib.auth.models import AnonymousUser
+
+    assert experiment.can_view(experiment.owner) and experiment.can_control(experiment.owner)
+    assert not experiment.can_view(other_user) and not experiment.can_control(other_user)
+    assert not experiment.can_view(AnonymousUser()) and not experiment.can_view(None)
+
+
+def test_it_starts_a_draft_once_and_enqueues_round_one(experiment, enqueued):
+    assert experiment.start(by="alice")
+    assert experiment.status == Status.QUEUED and experiment.queue == "cpu"
+    assert not experiment.start()  # already queued
+    assert enqueued == [((experiment.pk, 1), {"queue": "cpu"})]
+    assert Event.objects.filter(experiment=experiment, message__contains="Queued").exists()
+
+
+def test_it_picks_the_queue_from_the_device(user, enqueued):
+    from orchestrator.scheduling import pick_queue
+
+    gpu = Experiment.objects.create(owner=user, name="g", spec={**TINY_SPEC, "compute": {"device": "cuda:0"}})
+    gpu.start()
+    assert gpu.queue == "gpu" and enqueued[-1][1] == {"queue": "gpu"}
+    auto = Experiment.objects.create(owner=user, name="a", spec={**TINY_SPEC, "compute": {"device": "auto"}})
+    assert pick_queue(auto.spec_obj()) == "cpu"  # no live GPU worker
+    Worker.objects.create(hostname="gpu0@box", queue="gpu")
+    assert pick_queue(auto.spec_obj()) == "gpu"
+
+
+def test_it_pauses_resumes_and_cancels_with_conditional_updates(experiment, enqueued):
+    assert not experiment.pause() and not experiment.resume()  # a draft can't be paused
+    experiment.start()
+    Experiment.objects.filter(pk=experiment.pk).update(current_round=2)
+    assert experiment.pause() and experiment.status == Status.PAUSED
+    assert not experiment.pause()
+    assert experiment.resume() and experiment.status == Status.QUEUED
+    assert enqueued[-1][0] == (experiment.pk, 3)  # resumes after the last recorded round
+    assert experiment.cancel() and experiment.status == Status.CANCELLED and experiment.finished
+    assert not experiment.cancel() and not experiment.resume()
+
+
+def test_it_claims_a_round_only_once_and_advances_once(experiment, enqueued):
+    experiment.start()
+    assert not experiment.claim(2, "w")  # round 1 not done yet
+    assert experiment.claim(1, "w")
+    assert experiment.advance(1)
+    assert not experiment.advance(1)  # a racing duplicate of round 1 loses
+    assert not experiment.claim(1, "w")  # a late redelivery of round 1 does nothing
+    experiment.pause()
+    assert not experiment.claim(2, "w")  # paused: the queued round does nothing
+
+
+def test_it_stores_one_metric_per_round(experiment):
+    result = {name: 0 for name in ("round", "participants", "completed", "stragglers", "dropped")}
+    result.update(round=1, train_loss=1.0, test_loss=None, test_accuracy=None, bytes_down=1, bytes_up=1,
+                  bytes_formula=2, round_seconds=0.1, train_seconds=0.1, samples=10, rss_mb=1.0, threads=1,
+                  vram_allocated_mb=None, vram_reserved_mb=None, vram_peak_mb=None, device="cpu")  # fmt: skip
+    RoundMetric.record(experiment, result)
+    RoundMetric.record(experiment, {**result, "train_loss": 9.0})
+    assert list(experiment.rounds.values_list("round", "train_loss")) == [(1, 1.0)]
+    assert experiment.rounds.get().to_result_dict() == result
+
+
+def test_it_shows_a_worker_as_lost_after_a_minute(settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    w = Worker.objects.create(hostname="w@h", queue="cpu")
+    assert not w.is_lost and list(Worker.live()) == [w]
+    w.last_heartbeat = timezone.now() - timedelta(seconds=settings.WORKER_LOST_AFTER + 1)
+    w.save()
+    assert w.is_lost and not Worker.live().exists()

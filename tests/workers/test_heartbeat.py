@@ -1,0 +1,28 @@
+import pytest
+
+from orchestrator.models import Worker
+from workers import heartbeat
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_records_a_heartbeat_with_devices(monkeypatch):
+    monkeypatch.setattr(
+        heartbeat, "gpu_devices", lambda: [{"index": 0, "name": "H100", "total_mb": 81559, "used_mb": 3}]
+    )
+    worker = heartbeat.beat("gpu0@box", "gpu")
+    first = worker.last_heartbeat
+    again = heartbeat.beat("gpu0@box", "gpu")
+    assert Worker.objects.count() == 1
+    assert again.devices[0]["name"] == "H100" and again.last_heartbeat >= first and not again.is_lost
+
+
+def test_it_reports_no_gpus_on_a_cpu_host():
+    assert isinstance(heartbeat.gpu_devices(), list)  # [] here; NVML's list on a GPU host
+
+
+def test_it_honours_cuda_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,3")
+    assert heartbeat._visible_indices(4) == [1, 3]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert heartbeat._visible_indices(2) == [0, 1]

@@ -1,0 +1,110 @@
+"""Rounds on real Celery workers (subprocesses) through a real Redis, sharing the test database."""
+
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from orchestrator.models import Experiment, Status, Worker
+from tests.conftest import TINY_SPEC
+from tests.live import wait_for
+from workers.engine.runner import Simulation
+
+pytestmark = [pytest.mark.integration, pytest.mark.postgres]
+
+# Rounds slow enough (~0.5-1 s) to act in the middle of one; still tiny.
+SLOW_SPEC = {**TINY_SPEC, "rounds": 10, "local": {"epochs": 60}}
+
+
+def _status_becomes(experiment, statuses, timeout=120):
+    def check():
+        experiment.refresh_from_db()
+        return experiment.status in statuses
+
+    wait_for(check, timeout, f"experiment {experiment.pk} to become {statuses}", interval=0.05)
+
+
+def _round_reaches(experiment, n, timeout=120):
+    def check():
+        experiment.refresh_from_db()
+        return experiment.current_round >= n
+
+    wait_for(check, timeout, f"experiment {experiment.pk} to reach round {n}", interval=0.02)
+
+
+def _rounds(experiment):
+    return list(experiment.rounds.order_by("round").values_list("round", flat=True))
+
+
+def test_it_completes_a_5_round_experiment_on_a_worker(user, workers):
+    workers.start("w1")
+    e = Experiment.objects.create(owner=user, name="five", spec=TINY_SPEC)
+    assert e.start()
+    _status_becomes(e, [Status.COMPLETED, Status.FAILED])
+    assert e.status == Status.COMPLETED, e.error
+    assert _rounds(e) == [1, 2, 3, 4, 5]
+    checkpoint = e.latest_checkpoint()
+    assert checkpoint.round == 5 and Path(checkpoint.path).is_file() and checkpoint.size_bytes > 0
+    worker = Worker.objects.get(hostname__startswith="w1@")
+    assert worker.queue == "cpu" and worker.devices == [] and not worker.is_lost
+    assert e.worker == worker.hostname
+
+
+@pytest.mark.slow
+def test_it_recovers_from_a_worker_killed_during_round_3(user, workers):
+    first = workers.start("w1")
+    e = Experiment.objects.create(owner=user, name="crash", spec=SLOW_SPEC)
+    e.start()
+    _round_reaches(e, 2)
+    time.sleep(0.2)  # round 3 is now running on w1
+    first.kill9()
+    e.refresh_from_db()
+    assert e.current_round == 2 and e.status == Status.RUNNING  # round 3 died with the worker
+
+    workers.start("w2")  # the broker hands round 3 to it once the visibility timeout expires
+    _status_becomes(e, [Status.COMPLETED, Status.FAILED], timeout=180)
+    assert e.status == Status.COMPLETED, e.error
+    assert _rounds(e) == list(range(1, 11))  # exactly once each (unique per round, and no gap)
+    assert e.worker.startswith("w2@")
+
+    final = e.rounds.get(round=10)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in the worker (OMP_NUM_THREADS=1): same arithmetic order
+    try:
+        sim = Simulation(e.spec_obj())
+        reference = [sim.run_round() for _ in range(10)][-1]
+    finally:
+        torch.set_num_threads(threads)
+    assert (final.test_loss, final.test_accuracy) == (reference.test_loss, reference.test_accuracy)
+
+
+@pytest.mark.slow
+def test_it_cancels_pauses_and_resumes_at_round_boundaries(user, workers):
+    workers.start("w1")
+    doomed = Experiment.objects.create(owner=user, name="cancel me", spec=SLOW_SPEC)
+    doomed.start()
+    _round_reaches(doomed, 2)
+    assert doomed.cancel(by="alice")
+    at_cancel = doomed.current_round
+    time.sleep(3)  # several rounds' worth: nothing more may run
+    doomed.refresh_from_db()
+    assert doomed.status == Status.CANCELLED
+    assert doomed.current_round <= at_cancel + 1  # the round in flight finishes, no more
+
+    e = Experiment.objects.create(owner=user, name="pause me", spec=SLOW_SPEC)
+    e.start()
+    _round_reaches(e, 2)
+    assert e.pause(by="alice")
+    assert e.status == Status.PAUSED
+    at_pause = e.current_round
+    time.sleep(3)
+    e.refresh_from_db()
+    assert e.status == Status.PAUSED and e.current_round <= at_pause + 1
+    paused_at = e.current_round
+
+    assert e.resume(by="alice")
+    _status_becomes(e, [Status.COMPLETED, Status.FAILED])
+    assert e.status == Status.COMPLETED, e.error
+    assert _rounds(e) == list(range(1, 11))
+    assert e.events.filter(message=f"Resumed at round {paused_at + 1} by alice").exists()

@@ -1,0 +1,199 @@
+"""The round task in-process, with the real engine on a tiny spec (a round takes well under a second)."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+from orchestrator import events
+from orchestrator.models import Checkpoint, Event, Experiment, Status
+from tests.conftest import TINY_SPEC
+from workers import runtime
+from workers.engine.runner import Simulation
+from workers.tasks import execute_round, run_inline, run_round
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache(settings):
+    settings.CHECKPOINT_EVERY, settings.CHECKPOINT_KEEP = 2, 2
+    runtime._cache.clear()
+    yield
+    runtime._cache.clear()
+
+
+def _experiment(user, **changes) -> Experiment:
+    return Experiment.objects.create(owner=user, name="tiny", spec={**TINY_SPEC, **changes})
+
+
+def _inline(experiment) -> Experiment:
+    experiment.start(enqueue=False)
+    return run_inline(experiment)
+
+
+def _rounds(experiment) -> list[int]:
+    return list(experiment.rounds.order_by("round").values_list("round", flat=True))
+
+
+def test_it_runs_all_rounds_and_keeps_the_last_checkpoints(user):
+    e = _inline(_experiment(user))
+    assert e.status == Status.COMPLETED and e.current_round == 5 and e.finished
+    assert _rounds(e) == [1, 2, 3, 4, 5]
+    assert e.rounds.get(round=5).test_accuracy is not None
+    # every 2 rounds and at the end, keeping the last 2: round 2's file is gone
+    assert list(Checkpoint.objects.filter(experiment=e).values_list("round", flat=True)) == [4, 5]
+    assert all(Path(c.path).exists() and c.size_bytes > 0 for c in e.checkpoints.all())
+    folder = Path(e.checkpoints.first().path).parent
+    assert sorted(p.name for p in folder.iterdir()) == ["round-000004.safetensors", "round-000005.safetensors"]
+
+
+def test_it_enqueues_the_next_round_on_the_experiments_queue(user, enqueued):
+    e = _experiment(user)
+    e.start()
+    run_round.run(e.pk, 1)  # the task body, as a worker would run it
+    assert enqueued == [((e.pk, 1), {"queue": "cpu"}), ((e.pk, 2), {"queue": "cpu"})]
+    assert Experiment.objects.get(pk=e.pk).status == Status.RUNNING
+
+
+def test_it_does_nothing_for_duplicate_late_or_unknown_deliveries(user):
+    e = _experiment(user)
+    e.start(enqueue=False)
+    assert execute_round(e.pk, 1, worker="w") is not None
+    assert execute_round(e.pk, 1, worker="w") is None  # duplicate
+    assert execute_round(e.pk, 3, worker="w") is None  # out of order
+    assert execute_round(999999, 1, worker="w") is None  # deleted
+    assert _rounds(e) == [1]
+
+
+def test_it_rebuilds_from_checkpoints_and_matches_an_uninterrupted_run(user, monkeypatch):
+    reference = _inline(_experiment(user, rounds=6))
+    # Now as if every round ran on a fresh worker: nothing cached, state from checkpoint + replay.
+    e = _experiment(user, rounds=6)
+    e.start(enqueue=False)
+    for r in range(1, 7):
+        runtime._cache.clear()
+        execute_round(e.pk, r, worker=f"w{r}")
+    e.refresh_from_db()
+    assert e.status == Status.COMPLETED and _rounds(e) == list(range(1, 7))
+    got = list(e.rounds.values_list("test_loss", "test_accuracy", "train_loss"))
+    want = list(reference.rounds.values_list("test_loss", "test_accuracy", "train_loss"))
+    assert got == want
+    assert e.events.filter(message__contains="Rebuilt from the checkpoint of round 2; replaying rounds 3..3").exists()
+
+
+def test_it_keeps_the_cache_bounded(user):
+    for _ in range(3):
+        e = _experiment(user, rounds=2)
+        e.start(enqueue=False)
+        execute_round(e.pk, 1, worker="w")
+    assert len(runtime._cache) == runtime.CACHE_SIZE
+
+
+def _oom_when(monkeypatch, should_fail):
+    original = Simulation.run_round
+    calls = []
+
+    def run_round(sim):
+        calls.append((sim.round + 1, sim.spec.compute.client_group_size))
+        if should_fail(sim):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return original(sim)
+
+    monkeypatch.setattr(Simulation, "run_round", run_round)
+    return calls
+
+
+def test_it_retries_a_round_after_oom_with_half_the_client_group_size(user, monkeypatch):
+    failed = []
+
+    def once_in_round_3(sim):
+        if sim.round == 2 and not failed:
+            failed.append(True)
+            return True
+        return False
+
+    calls = _oom_when(monkeypatch, once_in_round_3)
+    e = _inline(_experiment(user))
+    assert e.status == Status.COMPLETED and _rounds(e) == [1, 2, 3, 4, 5]
+    assert (3, 64) in calls and (3, 32) in calls
+    line = e.events.get(level="warning")
+    assert line.message == "Out of GPU memory in round 3; retrying with client group size 32"
+    reference = _inline(_experiment(user))  # the smaller group gives the same numbers
+    assert e.rounds.get(round=5).test_loss == pytest.approx(reference.rounds.get(round=5).test_loss, rel=1e-4)
+
+
+def test_it_fails_after_repeated_oom_down_to_group_size_one(user, monkeypatch):
+    calls = _oom_when(monkeypatch, lambda sim: sim.round == 1)
+    e = _inline(_experiment(user))
+    assert e.status == Status.FAILED and _rounds(e) == [1]
+    assert e.error == "Out of GPU memory in round 2, even with client group size 1"
+    assert [size for r, size in calls if r == 2] == [64, 32, 16, 8, 4, 2, 1]
+    warnings = list(e.events.filter(level="warning").values_list("message", flat=True))
+    assert warnings[-1] == "Out of GPU memory in round 2; retrying with client group size 1"
+    assert e.events.filter(level="error", message=e.error).exists()
+
+
+def test_it_marks_the_experiment_failed_with_a_readable_message(user, monkeypatch):
+    def broken(sim):
+        raise ValueError("loss is NaN")
+
+    monkeypatch.setattr(Simulation, "run_round", broken)
+    e = _inline(_experiment(user))
+    assert e.status == Status.FAILED
+    assert e.error == "Round 1 failed: ValueError: loss is NaN"
+    assert Event.objects.filter(experiment=e, level="error", message=e.error).exists()
+
+
+def _request_during_round(monkeypatch, round_number, action):
+    original = runtime.run_round
+
+    def run_round(experiment, r, report):
+        out = original(experiment, r, report)
+        if r == round_number:
+            getattr(Experiment.objects.get(pk=experiment.pk), action)(by="alice")
+        return out
+
+    monkeypatch.setattr(runtime, "run_round", run_round)
+    return original
+
+
+def test_it_pauses_at_the_round_boundary_and_resumes_without_gaps(user, monkeypatch, enqueued):
+    original = _request_during_round(monkeypatch, 2, "pause")
+    e = _inline(_experiment(user))
+    assert e.status == Status.PAUSED and _rounds(e) == [1, 2]  # the running round is kept
+    monkeypatch.setattr(runtime, "run_round", original)
+    runtime._cache.clear()  # resume on another worker: from the checkpoint of round 2
+    assert e.resume()
+    assert enqueued[-1][0] == (e.pk, 3)
+    e = run_inline(e)
+    assert e.status == Status.COMPLETED and _rounds(e) == [1, 2, 3, 4, 5]
+
+
+def test_it_cancels_at_the_round_boundary(user, monkeypatch):
+    _request_during_round(monkeypatch, 3, "cancel")
+    e = _inline(_experiment(user))
+    assert e.status == Status.CANCELLED and _rounds(e) == [1, 2, 3]
+    assert e.pk not in runtime._cache  # memory released
+
+
+def test_it_publishes_one_round_event_per_round_then_completed(user):
+    layer = get_channel_layer()
+    e = _experiment(user, rounds=3)
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(events.group_name(e.pk), channel)
+    _inline(e)
+    received = []
+    while True:
+        try:
+            received.append(async_to_sync(layer.receive)(channel))
+        except Exception:
+            break
+        if received[-1]["type"] == "status" and received[-1]["status"] == "completed":
+            break
+    rounds = [m["round"] for m in received if m["type"] == "round"]
+    assert rounds == [1, 2, 3]
+    assert received[-1]["type"] == "status" and received[-1]["current_round"] == 3
+    assert {m["type"] for m in received} == {"round", "status", "log"}

@@ -1,0 +1,97 @@
+"""Worker heartbeats: every few seconds a worker records itself, its queues and its GPUs.
+
+Runs as a daemon thread in the worker's main process, started by Celery's ``worker_ready``
+signal. GPUs are read through NVML, never ``torch.cuda``: initialising CUDA in the parent would
+break the forked pool process that runs the rounds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from celery.signals import worker_ready, worker_shutdown
+
+log = logging.getLogger(__name__)
+_stop = threading.Event()
+
+
+@worker_ready.connect
+def _start(sender, **kwargs):
+    hostname = sender.hostname
+    queues = ",".join(sorted(sender.app.amqp.queues.consume_from or sender.app.amqp.queues))
+    _stop.clear()
+    threading.Thread(target=_loop, args=(hostname, queues), name="fedweb-heartbeat", daemon=True).start()
+
+
+@worker_shutdown.connect
+def _shutdown(**kwargs):
+    _stop.set()
+
+
+def _loop(hostname: str, queues: str) -> None:
+    from django.conf import settings
+    from django.db import close_old_connections
+
+    while True:
+        try:
+            beat(hostname, queues)
+        except Exception:  # the database may be away for a moment; try again next beat
+            log.warning("heartbeat failed", exc_info=True)
+        finally:
+            close_old_connections()
+        if _stop.wait(settings.HEARTBEAT_INTERVAL):
+            return
+
+
+def beat(hostname: str, queues: str):
+    from django.utils import timezone
+
+    from orchestrator import events
+    from orchestrator.models import Worker
+
+    worker, _ = Worker.objects.update_or_create(
+        hostname=hostname, defaults={"queue": queues, "devices": gpu_devices(), "last_heartbeat": timezone.now()}
+    )
+    events.publish_worker(worker)
+    return worker
+
+
+def gpu_devices() -> list[dict]:
+    """The GPUs this process may use (honouring CUDA_VISIBLE_DEVICES), or [] without NVML."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return []
+    try:
+        indices = _visible_indices(pynvml.nvmlDeviceGetCount())
+        devices = []
+        for i in indices:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name = pynvml.nvmlDeviceGetName(handle)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            devices.append(
+                {
+                    "index": i,
+                    "name": name.decode() if isinstance(name, bytes) else name,
+                    "total_mb": round(mem.total / 2**20),
+                    "used_mb": round(mem.used / 2**20),
+                }
+            )
+        return devices
+    except Exception:
+        log.warning("could not read GPUs through NVML", exc_info=True)
+        return []
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _visible_indices(count: int) -> list[int]:
+    import os
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return list(range(count))
+    return [int(v) for v in visible.split(",") if v.strip().isdigit() and int(v) < count]

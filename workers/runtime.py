@@ -1,0 +1,126 @@
+"""Engine handling inside a worker process: a bounded simulation cache, rebuilding from
+checkpoints, checkpoint files, and the out-of-memory retry.
+
+Any worker can continue any experiment: the cache is only a shortcut. Without a cached
+simulation at the right round, one is rebuilt from the latest checkpoint and the rounds after it
+are replayed (the engine is deterministic given its state, so replay reproduces them exactly).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from django.conf import settings
+
+from orchestrator.models import Checkpoint, Experiment
+from workers.engine.result import RoundResult
+from workers.engine.runner import Simulation
+from workers.reporting import Report
+
+# Two entries: the experiment running now and the one it interleaves with on this worker. More
+# would hold more models and datasets in (GPU) memory for no gain; memory must stay flat.
+CACHE_SIZE = 2
+
+
+@dataclass
+class _Entry:
+    sim: Simulation
+    group_size: int  # client group size in use (smaller than the spec's after an OOM)
+
+
+_cache: OrderedDict[int, _Entry] = OrderedDict()
+
+
+class RoundFailed(Exception):
+    """A round that cannot be run; the message is shown to the user as is."""
+
+
+def run_round(experiment: Experiment, round_number: int, report: Report) -> tuple[RoundResult, Simulation]:
+    """Run ``round_number``; on CUDA out-of-memory retry it with half the client group size."""
+    entry = _simulation_for(experiment, round_number, report)
+    while True:
+        try:
+            return entry.sim.run_round(), entry.sim
+        except torch.OutOfMemoryError:
+            forget(experiment.pk)  # its state is unknown after a failed round: rebuild
+            if entry.group_size <= 1:
+                raise RoundFailed(f"Out of GPU memory in round {round_number}, even with client group size 1") from None
+            group_size = max(1, entry.group_size // 2)
+            report(
+                "warning", f"Out of GPU memory in round {round_number}; retrying with client group size {group_size}"
+            )
+            entry = _simulation_for(experiment, round_number, report, group_size=group_size)
+
+
+def _simulation_for(experiment: Experiment, round_number: int, report: Report, group_size: int | None = None) -> _Entry:
+    """A simulation that has completed exactly ``round_number - 1`` rounds."""
+    want = round_number - 1
+    entry = _cache.pop(experiment.pk, None)
+    if entry is not None and (entry.sim.round != want or group_size is not None):
+        entry.sim.close()
+        entry = None
+    if entry is None:
+        entry = _rebuild(experiment, want, report, group_size)
+    _cache[experiment.pk] = entry
+    while len(_cache) > CACHE_SIZE:
+        _, evicted = _cache.popitem(last=False)
+        evicted.sim.close()
+        _free_memory()
+    return entry
+
+
+def _rebuild(experiment: Experiment, want: int, report: Report, group_size: int | None) -> _Entry:
+    checkpoint = experiment.latest_checkpoint(at_most=want)
+    if checkpoint is not None and Path(checkpoint.path).exists():
+        sim = Simulation.from_checkpoint(checkpoint.path)
+        origin = f"the checkpoint of round {checkpoint.round}"
+    else:
+        sim = Simulation(experiment.spec_obj())
+        origin = "the start"
+    if group_size is not None and group_size != sim.spec.compute.client_group_size:
+        sim.set_client_group_size(group_size)
+    group_size = sim.spec.compute.client_group_size
+    if sim.round < want:
+        report("info", f"Rebuilt from {origin}; replaying rounds {sim.round + 1}..{want}")
+    while sim.round < want:
+        sim.run_round()  # already recorded: the results are discarded, only the state matters
+    return _Entry(sim, group_size)
+
+
+def forget(experiment_id: int) -> None:
+    entry = _cache.pop(experiment_id, None)
+    if entry is not None:
+        entry.sim.close()
+        _free_memory()
+
+
+def _free_memory() -> None:
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def checkpoint_due(round_number: int, total_rounds: int) -> bool:
+    return round_number % settings.CHECKPOINT_EVERY == 0 or round_number == total_rounds
+
+
+def save_checkpoint(experiment: Experiment, sim: Simulation) -> Checkpoint:
+    """Write the simulation's state atomically, record it, and keep only the newest few files."""
+    folder = settings.FEDWEB_DATA_DIR / "checkpoints" / str(experiment.pk)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"round-{sim.round:06d}.safetensors"
+    tmp = folder / f".round-{sim.round:06d}.tmp"
+    size = sim.save_checkpoint(str(tmp))
+    os.replace(tmp, path)  # a crash mid-write never leaves a truncated checkpoint behind
+    checkpoint, _ = Checkpoint.objects.update_or_create(
+        experiment=experiment, round=sim.round, defaults={"path": str(path), "size_bytes": size}
+    )
+    for old in experiment.checkpoints.order_by("-round")[settings.CHECKPOINT_KEEP :]:
+        Path(old.path).unlink(missing_ok=True)
+        old.delete()
+    return checkpoint
