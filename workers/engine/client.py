@@ -98,7 +98,7 @@ def sgd_update_(
     if buf is not None:
         buf.mul_(cfg.momentum).add_(g)
         g = buf
-    w.sub_(g * (active * cfg.lr).unsqueeze(1))
+    w.addcmul_(g, (active * -cfg.lr).unsqueeze(1))
 
 
 def _autocast(device: torch.device, precision: str):
@@ -155,10 +155,11 @@ class VectorTrainer:
     def cache_info(self) -> dict[str, int]:
         return {"vmapped_steps": len(self._steps)}
 
-    def _views(self, slots: int) -> dict[str, torch.Tensor]:
-        W, out, offset = self.W[:slots], {}, 0
+    def _unflatten(self, w: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Parameter views of one client's flat weights (called under vmap)."""
+        out, offset = {}, 0
         for name, shape, n in zip(self.names, self.shapes, self.sizes, strict=True):
-            out[name] = W[:, offset : offset + n].view(slots, *shape)
+            out[name] = w[offset : offset + n].view(shape)
             offset += n
         return out
 
@@ -170,9 +171,13 @@ class VectorTrainer:
             model, device, precision = self.model, self.device, self.cfg.precision
             scale = self.scaler
 
-            def loss(params, x, y, m):
+            unflatten = self._unflatten
+
+            def loss(w, x, y, m):
+                # Differentiating with respect to the flat weights makes vmap(grad) return one
+                # [G, P] gradient: no per-parameter gradients to concatenate every step.
                 with _autocast(device, precision):
-                    out = functional_call(model, params, (x,))
+                    out = functional_call(model, unflatten(w), (x,))
                 per_sample = task_loss(out, y)
                 value = (per_sample * m).sum() / m.sum().clamp(min=1.0)
                 return value * scale.scale, value.detach()
@@ -195,15 +200,13 @@ class VectorTrainer:
         idx = plan.idx.to(self.device, non_blocking=True)
         mask = plan.mask.to(self.device, non_blocking=True)
         active = plan.active.to(self.device, non_blocking=True)
-        params = self._views(slots)
         step = self._step_fn(slots)
         loss_sum = torch.zeros(slots, device=self.device)
         for t in range(idx.shape[1]):
             rows = idx[:, t]
             x = as_input(data.x_train[rows])
             y = data.y_train[rows]
-            grads, loss = step(params, x, y, mask[:, t])
-            g = torch.cat([grads[n].reshape(slots, -1) for n in self.names], dim=1)
+            g, loss = step(W, x, y, mask[:, t])
             a = self.scaler.unscale_and_check(g, active[:, t])
             sgd_update_(W, g, start, buf, a, self.cfg)
             loss_sum.add_(loss * active[:, t])

@@ -78,6 +78,7 @@ class Simulation:
         self.rng = np.random.default_rng(spec.seed)
 
         data = build_data(spec.data, spec.seed)
+        self.input_shape = data.input_shape
         self.sizes = data.client_sizes().numpy()
         self.offsets = data.offsets.numpy()
         self.model = self._build_model(data)
@@ -164,6 +165,7 @@ class Simulation:
         total_weight = float(stats["weight"])
         if total_weight > 0:
             self.strategy.step(self.global_flat, self.acc.div_(total_weight))
+        _synchronize(self.devices)
         train_seconds = time.perf_counter() - t_train
         test_loss = test_acc = None
         if r % spec.evaluation.every == 0 or r == spec.rounds:
@@ -249,10 +251,22 @@ class Simulation:
             return train_in_child(self, plans)
         return train_plans(self.replicas, plans, self.received, self.uplink, self.residuals, self.acc)
 
-    @torch.no_grad()
     def evaluate(self) -> tuple[float, float]:
         """Test loss and accuracy of the global model, in large batches; one host sync."""
-        x, y = self.test_x, self.test_y
+        return self._evaluate_on(self.test_x, self.test_y)
+
+    def evaluate_train(self) -> tuple[float, float]:
+        """Loss and accuracy of the global model on every client's training data.
+
+        This is the global objective of the FedProx paper's plots (not the clients' local
+        losses that ``RoundResult.train_loss`` reports); it reads all the data, so it is not
+        part of a round.
+        """
+        data = self.replicas[0].data
+        return self._evaluate_on(data.x_train, data.y_train)
+
+    @torch.no_grad()
+    def _evaluate_on(self, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
         n = len(y)
         if n == 0:
             return math.nan, math.nan
@@ -343,6 +357,13 @@ class Simulation:
         sim = cls(Spec.from_dict(meta["spec"]), device=device, **kwargs)
         sim.load_state_dict(tensors, meta)
         return sim
+
+
+def _synchronize(devices: Sequence[torch.device]) -> None:
+    """Wait for queued GPU work so per-round timings are not shifted into the next round."""
+    for d in devices:
+        if d.type == "cuda":
+            torch.cuda.synchronize(d)
 
 
 def make_replica(
