@@ -1,0 +1,45 @@
+"""``python -m benchmarks NAME [--size small|full] [--device D] [--precision P]``.
+
+Runs one benchmark (or ``all``), writes ``benchmarks/results/<name>-<size>-<devicekind>.json``
+(``$FEDWEB_BENCH_RESULTS`` overrides the folder) and prints a table row per benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks import flute_femnist, memory_varying, pfl_cifar10, tff_accelerators, vs_plain
+from benchmarks.common import TABLE_HEADER, Options, table_row, write_result
+
+BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
+    "tff_accelerators": tff_accelerators.run,
+    "flute_femnist": flute_femnist.run,
+    "pfl_cifar10": pfl_cifar10.run,
+    "memory_varying": memory_varying.run,
+    "vs_plain": vs_plain.run,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    parser.add_argument("name", choices=[*BENCHMARKS, "all"])
+    parser.add_argument("--size", choices=("small", "full"), default="small")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or cuda:all")
+    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
+    args = parser.parse_args(argv)
+    opts = Options(size=args.size, device=args.device, precision=args.precision)
+    names = list(BENCHMARKS) if args.name == "all" else [args.name]
+    print(TABLE_HEADER, flush=True)
+    for name in names:
+        record = BENCHMARKS[name](opts)
+        path = write_result(name, opts, record)
+        print(table_row({**record, "benchmark": name, "size": opts.size}), flush=True)
+        print(f"  -> {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""The benchmark suite runs end to end on CPU and writes sane results (correctness only, no timings)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NAMES = ("tff_accelerators", "flute_femnist", "pfl_cifar10", "memory_varying", "vs_plain")
+POSITIVE = ("wall_seconds", "rounds_per_hour", "samples_per_s", "achieved_tflops", "peak_tflops", "peak_rss_mb")
+
+
+def _run(args: list[str], results: Path, timeout: int) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FEDWEB_BENCH_RESULTS": str(results)}
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+@pytest.mark.slow
+def test_it_runs_all_small_benchmarks_and_writes_results(tmp_path):
+    from benchmarks.common import REQUIRED_KEYS
+
+    proc = _run(["-m", "benchmarks", "all", "--size", "small", "--device", "cpu"], tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for name in NAMES:
+        record = json.loads((tmp_path / f"{name}-small-cpu.json").read_text())
+        assert set(REQUIRED_KEYS) <= set(record), set(REQUIRED_KEYS) - set(record)
+        assert record["benchmark"] == name and record["size"] == "small" and record["device"] == "cpu"
+        assert record["peak_vram_mb"] is None  # CPU run: no VRAM figures
+        for key in POSITIVE:
+            assert math.isfinite(record[key]) and record[key] > 0, (name, key, record[key])
+        assert 0 < record["peak_fraction"] < 10  # a fraction of a measured matmul peak
+        assert record["anchor_ratio"] is not None and record["anchor_summary"]
+        assert name in proc.stdout  # the table row was printed
+    memory = json.loads((tmp_path / "memory_varying-small-cpu.json").read_text())
+    assert memory["timed_rounds"] == 60 and memory["window_rounds"] == 10
+    assert memory["distinct_cohort_sizes"] > 10
+    assert memory["rss_growth_mb"] == memory["last_window"]["peak_rss_mb"] - memory["first_window"]["peak_rss_mb"]
+    assert isinstance(memory["within_1pct"], bool)
+    for name in ("tff_accelerators", "flute_femnist", "pfl_cifar10"):  # small runs say they extrapolate
+        assert "EXTRAPOLATED" in json.loads((tmp_path / f"{name}-small-cpu.json").read_text())["anchor_summary"]
+
+
+@pytest.mark.slow
+def test_it_compares_engine_and_plain_loop_on_quickstart():
+    env = {**os.environ, "PYTHONPATH": ""}  # the script must find the repository on its own
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/engine_throughput.py", "--rounds", "1", "--warmup", "0", "--device", "cpu"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = proc.stdout.strip().splitlines()[-1]
+    assert line.startswith("quickstart: engine") and "plain loop" in line and "ratio" in line
+
+
+def test_it_shares_the_plain_loop_and_learns_something():
+    """Fast: two rounds of the plain loop on quickstart change the model and report sane counts."""
+    import torch
+
+    from benchmarks.engine_throughput import quickstart_spec
+    from benchmarks.plain import PlainFedAvg
+    from workers.engine.data import build_data
+
+    spec = quickstart_spec("cpu").replace(participation={"clients_per_round": 3})
+    plain = PlainFedAvg(spec, build_data(spec.data, spec.seed), torch.device("cpu"))
+    before = {k: v.clone() for k, v in plain.global_state.items()}
+    r = plain.run_round()
+    assert r.clients == 3 and r.samples > 0 and math.isfinite(r.train_loss)
+    assert any(not torch.equal(before[k], plain.global_state[k]) for k in before)
