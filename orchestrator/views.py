@@ -16,6 +16,7 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
@@ -110,9 +111,8 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def experiment_statuses(request: HttpRequest) -> JsonResponse:
     ids = _ids(request.GET.get("ids", ""))
-    rows = (
-        experiments_visible_to(request.user).filter(pk__in=ids).values("pk", "status", "current_round", "total_rounds")
-    )
+    fields = ("pk", "status", "current_round", "total_rounds", "worker", "started", "finished")
+    rows = experiments_visible_to(request.user).filter(pk__in=ids).values(*fields)
     return JsonResponse({"experiments": {str(r.pop("pk")): r for r in rows}})
 
 
@@ -209,6 +209,7 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str)
             "started": experiment.started.isoformat() if experiment.started else None,
             "finished": experiment.finished.isoformat() if experiment.finished else None,
             "ws_url": ws_url,
+            "statuses_url": reverse("experiment_statuses") + f"?ids={experiment.pk}",
         },
     }
 

@@ -17,7 +17,7 @@
       pts(s.rounds, key), opts || {});
   }
   function layout(y, extra) {
-    return Object.assign({ margin: { l: 56, r: 20, t: 8, b: 40 }, hovermode: "x unified", legend: { orientation: "h", y: 1.14 },
+    return Object.assign({ margin: { l: 56, r: 20, t: 34, b: 40 }, hovermode: "x unified", legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
       xaxis: { title: { text: "round" } }, yaxis: { title: { text: y }, rangemode: "tozero" } }, extra || {});
   }
   const dotted = (i) => ({ line: { color: PALETTE[i % PALETTE.length], dash: "dot", width: 1.5 }, showlegend: false });

@@ -56,8 +56,8 @@
 
   function layout(yTitle, extra) {
     return Object.assign({
-      margin: { l: 56, r: 56, t: 8, b: 40 }, hovermode: "x unified",
-      legend: { orientation: "h", y: 1.12, x: 0 }, font: { size: 12 },
+      margin: { l: 56, r: 56, t: 34, b: 40 }, hovermode: "x unified",
+      legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" }, font: { size: 12 },
       xaxis: { title: { text: "round" }, rangemode: "tozero", gridcolor: "#eef0f3" },
       yaxis: { title: { text: yTitle }, gridcolor: "#eef0f3", rangemode: "tozero" },
       paper_bgcolor: "#fff", plot_bgcolor: "#fff",
@@ -82,12 +82,12 @@
         layout("accuracy", { yaxis: { title: { text: "accuracy" }, range: [0, 1], gridcolor: "#eef0f3" } })],
       "chart-memory": [memory, layout("MB")],
       "chart-bandwidth": [[
-        { type: "bar", name: "up (measured)", x: xs(), y: up, marker: { color: COLORS.up } },
-        { type: "bar", name: "down (measured)", x: xs(), y: down, marker: { color: COLORS.down } },
-        { name: "fp32 formula / round", x: xs(), y: formula, mode: "lines", line: { color: COLORS.formula, dash: "dash" } },
-        { name: "cumulative measured", x: xs(), y: cumulative(measured), yaxis: "y2", mode: "lines", line: { color: COLORS.cumulative } },
-        { name: "cumulative formula", x: xs(), y: cumulative(formula), yaxis: "y2", mode: "lines", line: { color: COLORS.formula, dash: "dot" } },
-      ], layout("MB per round", { barmode: "group", yaxis2: { title: { text: "MB total" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false } })],
+        { type: "bar", name: "up", x: xs(), y: up, marker: { color: COLORS.up } },
+        { type: "bar", name: "down", x: xs(), y: down, marker: { color: COLORS.down } },
+        { name: "fp32 formula", x: xs(), y: formula, mode: "lines", line: { color: COLORS.formula, dash: "dash" } },
+        { name: "Σ measured", x: xs(), y: cumulative(measured), yaxis: "y2", mode: "lines", line: { color: COLORS.cumulative } },
+        { name: "Σ formula", x: xs(), y: cumulative(formula), yaxis: "y2", mode: "lines", line: { color: COLORS.formula, dash: "dot" } },
+      ], layout("MB per round (bars, dashed)", { barmode: "group", yaxis2: { title: { text: "MB since round 1 (Σ)" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false } })],
       "chart-time": [[
         line("round seconds", "round_seconds", COLORS.time),
         { name: "clients / s", x: xs(), y: rate, yaxis: "y2", mode: "lines+markers", line: { color: COLORS.rate }, marker: { size: 5 } },
@@ -161,6 +161,21 @@
     }
   }
 
+  // Status events carry no worker or start time: read them once per status change.
+  async function refreshDetails() {
+    if (!page.statuses_url) return;
+    try {
+      const res = await fetch(page.statuses_url, { headers: { Accept: "application/json" } });
+      if (!res.ok) return;
+      const row = (await res.json()).experiments[String(page.id)];
+      if (!row) return;
+      if (row.worker) setText("st-worker", row.worker);
+      if (row.started) page.started = row.started;
+      if (row.finished) page.finished = row.finished;
+      tick();
+    } catch (err) { /* the next status change tries again */ }
+  }
+
   const fmt = (v, digits) => (v === null || v === undefined ? "–" : Number(v).toFixed(digits));
   function addTableRow(m) {
     const body = document.querySelector("#rounds-table tbody");
@@ -192,6 +207,7 @@
       updateStatus();
     } else if (ev.type === "status") {
       updateStatus(ev);
+      refreshDetails();
       if (FINISHED.includes(ev.status) && socket) socket.close(); // terminal: nothing more will come
     } else if (ev.type === "log") {
       addLog(ev);
@@ -208,9 +224,13 @@
     const conn = $("conn");
     socket = FedWebLive.connect({
       url: page.ws_url, after: lastRound, onMessage,
-      onState: (s) => { if (conn) { conn.textContent = s === "live" ? "live" : s === "down" ? "reconnecting…" : s; conn.className = `conn ${s}`; } },
+      onState: (s) => {
+        if (!conn) return;
+        conn.textContent = { live: "live", down: "reconnecting…", closed: "finished", forbidden: "access lost" }[s] || s;
+        conn.className = `conn ${s}`;
+      },
     });
     setInterval(tick, 1000);
   }
-  window.FedWebDashboard = { leakCheck, rounds };
+  window.FedWebDashboard = { leakCheck, rounds, onMessage };
 })();
