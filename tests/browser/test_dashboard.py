@@ -8,8 +8,10 @@ import shutil
 
 import pytest
 
+from orchestrator.leak import leak_check
 from orchestrator.models import Experiment
-from tests.browser.conftest import ARTIFACTS, log_in, points, trace_xs
+from tests import live
+from tests.browser.conftest import ARTIFACTS, log_in, points, start_daphne, trace_xs
 from tests.dashboard.conftest import make_experiment, round_result
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration]
@@ -74,34 +76,50 @@ def test_it_runs_the_quickstart_preset_live_and_reports_offline(page, alice, dap
         for chart in ("chart-loss", "chart-accuracy", "chart-memory", "chart-bandwidth", "chart-time"):
             assert view.locator(f"#{chart} .main-svg").count() > 0, chart
         assert trace_xs(view, "chart-accuracy") == [list(range(1, 9))]
+        # The page's leak heuristic agrees with orchestrator/leak.py (which the report's text uses).
+        for series in ([500.0 + 8 * i for i in range(20)], [500.0] * 20, [20_000.0 + 2 * i for i in range(30)]):
+            assert view.evaluate("(s) => FedWebDashboard.leakCheck(s).leak", series) == leak_check(series)["leak"]
     finally:
         offline.close()
     assert page.errors == []
 
 
-def test_it_reloads_mid_run_without_duplicate_points(page, alice, daphne, workers):
+def test_it_reloads_mid_run_and_reconnects_without_duplicate_points(page, alice, live_env, workers, tmp_path):
     workers.start("w1")
-    base = f"http://{daphne}"
-    # 28x28 digits: ~2 s a round, slow enough to reload between rounds.
-    spec = {"rounds": 10, "data": {"dataset": "digits", "num_clients": 100, "alpha": 0.5}, "model": {"name": "cnn"},
-            "participation": {"clients_per_round": 10}, "local": {"batch_size": 10}, "compute": {"device": "cpu"}}  # fmt: skip
-    experiment = Experiment.objects.create(owner=alice, name="reload me", spec=spec)
-    experiment.start()
-    log_in(page, base, "alice", "alice-password")
-    page.goto(f"{base}/experiments/{experiment.pk}/")
-    page.wait_for_function("() => document.getElementById('chart-loss').data[0].x.length >= 2", timeout=90_000)
+    port = live.free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = start_daphne(live_env, tmp_path, port)
+    try:
+        # 28x28 digits with the CNN: ~2 s a round, slow enough to reload and restart in between.
+        spec = {"rounds": 12, "data": {"dataset": "digits", "num_clients": 100, "alpha": 0.5}, "model": {"name": "cnn"},
+                "participation": {"clients_per_round": 10}, "local": {"batch_size": 10}, "compute": {"device": "cpu"}}  # fmt: skip
+        experiment = Experiment.objects.create(owner=alice, name="reload me", spec=spec)
+        experiment.start()
+        log_in(page, base, "alice", "alice-password")
+        page.goto(f"{base}/experiments/{experiment.pk}/")
+        page.wait_for_function("() => document.getElementById('chart-loss').data[0].x.length >= 2", timeout=90_000)
 
-    page.reload()
-    rendered = json.loads(page.text_content("#rounds-data"))
-    assert 2 <= len(rendered) < 10, "the reload must happen mid-run"
-    assert points(page, "chart-loss") >= len(rendered)  # every round so far, from the database
-    page.wait_for_function("() => document.getElementById('chart-loss').data[0].x.length === 10", timeout=120_000)
-    page.wait_for_function("() => document.getElementById('status-badge').textContent === 'completed'")
-    for chart in ("chart-loss", "chart-accuracy", "chart-memory", "chart-bandwidth", "chart-time"):
-        for xs in trace_xs(page, chart):
-            assert xs == list(range(1, 11)), (chart, xs)  # grew live, no duplicates, in order
-    assert page.locator("#rounds-table tbody tr").count() == 10
-    assert page.errors == []
+        page.reload()
+        rendered = json.loads(page.text_content("#rounds-data"))
+        assert 2 <= len(rendered) < 12, "the reload must happen mid-run"
+        assert points(page, "chart-loss") >= len(rendered)  # every round so far, from the database
+        page.wait_for_function(f"() => document.getElementById('chart-loss').data[0].x.length > {len(rendered)}")
+
+        # The web server goes away mid-run: the page retries with backoff, then resumes with ?after=N.
+        server.stop()
+        page.wait_for_function("() => document.getElementById('conn').textContent === 'reconnecting…'")
+        server = start_daphne(live_env, tmp_path, port)
+        page.wait_for_function("() => document.getElementById('conn').textContent === 'live'", timeout=45_000)
+        page.wait_for_function("() => document.getElementById('chart-loss').data[0].x.length === 12", timeout=120_000)
+        page.wait_for_function("() => document.getElementById('status-badge').textContent === 'completed'")
+        for chart in ("chart-loss", "chart-accuracy", "chart-memory", "chart-bandwidth", "chart-time"):
+            for xs in trace_xs(page, chart):
+                assert xs == list(range(1, 13)), (chart, xs)  # grew live, no duplicates, in order
+        assert page.locator("#rounds-table tbody tr").count() == 12
+        # The only console errors allowed are the failed connection attempts while the server was down.
+        assert [e for e in page.errors if "WebSocket" not in e and "ERR_CONNECTION_REFUSED" not in e] == []
+    finally:
+        server.stop()
 
 
 def test_it_overlays_two_experiments_on_the_compare_page(page, alice, daphne):
