@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv run test test-fast lint format clean
+.PHONY: venv run test test-fast lint format clean chromium
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,16 @@ run: venv
 
 # The whole suite. Redis: REDIS_URL, else DB 10 of 127.0.0.1:6379, else the tests start the
 # embedded one. PostgreSQL: set DATABASE_URL=postgres://... to run the database tests on it.
-test: venv
+# The browser tests drive Debian's chromium (Playwright cannot download its own browser here).
+# Installed when missing and we are root; otherwise those tests skip and say why.
+chromium:
+	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing chromium for the browser tests"; \
+		(apt-get install -y chromium >/dev/null 2>&1 || (apt-get update >/dev/null && apt-get install -y chromium >/dev/null)) \
+			|| echo "could not install chromium: the browser tests will skip"; \
+	fi
+
+test: venv chromium
 	url="$$($(BIN)/python scripts/redis_url.py --test)"; \
 	if [ -n "$$url" ]; then export REDIS_URL="$$url"; fi; \
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

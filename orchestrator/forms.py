@@ -1,0 +1,151 @@
+"""The new-experiment form: one field per spec field, generated from the engine's ``field_help()``.
+
+Field names are the dotted spec names with ``__`` for the dot (``data__alpha``), so an engine
+``SpecError("data.alpha", ...)`` lands next to the right input. ``clean()`` builds the spec dict
+and validates it with ``Spec.from_dict``: what the form accepts is exactly what the engine runs.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django import forms
+
+from workers.engine.spec import SECTIONS, Spec, SpecError, field_help
+
+# Derived from the algorithm; showing it would only let the two disagree.
+HIDDEN_SPEC_FIELDS = {"algorithm.server_optimizer"}
+GENERAL_FIELDS = ("seed", "rounds")
+
+
+def form_name(dotted: str) -> str:
+    return dotted.replace(".", "__")
+
+
+def spec_field(dotted: str, meta: dict) -> forms.Field:
+    """A form field for one spec field: choices → select, bool → checkbox, numbers → number input."""
+    kind, default, help_text = meta["type"], meta["default"], meta["help"]
+    shown_default = "none" if default is None else json.dumps(default)
+    common = {
+        "label": dotted.split(".")[-1].replace("_", " "),
+        "help_text": f"{help_text} Default: {shown_default}.",
+        "error_messages": {"required": f"{dotted} is required"},
+    }
+    if dotted == "participation.schedule":
+        common["help_text"] = f"{help_text} Paste a list: 108, 113, 93 or [108, 113, 93]. Empty: the fixed count."
+        return ScheduleField(required=False, **common)
+    if meta["choices"]:
+        choices = [(c, c) for c in meta["choices"]]
+        coerce = int if kind == "int" else str
+        allowed = ", ".join(map(str, meta["choices"]))
+        common["error_messages"]["invalid_choice"] = f"{dotted} must be one of {allowed}, not %(value)s"
+        return forms.TypedChoiceField(choices=choices, coerce=coerce, **common)
+    if kind == "bool":
+        return forms.BooleanField(required=False, **common)
+    common["error_messages"]["invalid"] = f"{dotted} must be a {'whole number' if kind == 'int' else 'number'}"
+    if kind == "int":
+        return forms.IntegerField(**common)
+    if kind == "float":
+        return forms.FloatField(widget=forms.NumberInput(attrs={"step": "any"}), **common)
+    return forms.CharField(required=meta["nullable"] is False and default is not None, **common)
+
+
+class ScheduleField(forms.CharField):
+    """A per-round cohort schedule pasted as ``108, 113, 93`` or as a JSON list."""
+
+    def to_python(self, value):
+        text = (super().to_python(value) or "").strip()
+        if not text:
+            return None
+        if text.startswith("["):
+            try:
+                items = json.loads(text)
+            except json.JSONDecodeError:
+                raise forms.ValidationError("participation.schedule is not a valid JSON list") from None
+        else:
+            items = [item for item in text.replace(";", ",").replace("\n", ",").replace(" ", ",").split(",") if item]
+        try:
+            return [int(str(item)) for item in items]
+        except ValueError:
+            raise forms.ValidationError("participation.schedule must be a list of whole numbers") from None
+
+    def prepare_value(self, value):
+        if isinstance(value, list):
+            return ", ".join(str(v) for v in value)
+        return value
+
+
+def fieldsets() -> list[tuple[str, list[str]]]:
+    """(section, [form field names]) in spec order, the general fields first."""
+    sets = [("general", [form_name(f) for f in GENERAL_FIELDS])]
+    for section in SECTIONS:
+        names = [form_name(d) for d in field_help() if d.startswith(section + ".") and d not in HIDDEN_SPEC_FIELDS]
+        sets.append((section, names))
+    return sets
+
+
+def spec_initial(spec: dict) -> dict:
+    """Form initial values from a (partial) spec dict; the engine's defaults fill the rest."""
+    full = Spec.from_dict(spec).to_dict()
+    initial = {}
+    for dotted in field_help():
+        section, _, name = dotted.partition(".")
+        initial[form_name(dotted)] = full[section][name] if name else full[section]
+    return initial
+
+
+class ExperimentForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    tags = forms.CharField(required=False, help_text="Comma-separated, e.g. baseline, fedprox.")
+
+    def __init__(self, *args, preview: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        if preview:  # the live previews only need the spec
+            for name in ("name", "description", "tags"):
+                self.fields[name].required = False
+        for dotted, meta in field_help().items():
+            if dotted not in HIDDEN_SPEC_FIELDS:
+                self.fields[form_name(dotted)] = spec_field(dotted, meta)
+        self.spec: Spec | None = None
+
+    def clean_tags(self) -> list[str]:
+        tags = [t.strip() for t in self.cleaned_data["tags"].split(",")]
+        return list(dict.fromkeys(t for t in tags if t))
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned  # the spec can't be judged from half of its fields
+        try:
+            self.spec = Spec.from_dict(self.spec_dict())
+        except SpecError as e:
+            field = form_name(e.field)
+            if field in self.fields:
+                self.add_error(field, str(e))
+            else:
+                self.add_error(None, str(e))
+        return cleaned
+
+    def spec_dict(self) -> dict:
+        spec: dict = {}
+        for dotted in field_help():
+            if dotted in HIDDEN_SPEC_FIELDS:
+                continue
+            value = self.cleaned_data.get(form_name(dotted))
+            if value == "" and field_help()[dotted]["nullable"]:
+                value = None
+            section, _, name = dotted.partition(".")
+            if name:
+                spec.setdefault(section, {})[name] = value
+            else:
+                spec[section] = value
+        return spec
+
+    def fieldsets(self):
+        """[(section, [bound fields])] for the template."""
+        return [(section, [self[name] for name in names]) for section, names in fieldsets()]
+
+    def spec_errors(self) -> dict[str, list[str]]:
+        """Errors keyed by dotted spec name ("__all__" for the rest), for the preview endpoints."""
+        return {key.replace("__", ".") if key != "__all__" else key: list(errs) for key, errs in self.errors.items()}

@@ -1,0 +1,49 @@
+"""The static HTML report of a run: one file with plotly.js, the page's chart code, the styles and
+the data inlined, so it opens from file:// on a machine with no server and no network."""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.template.loader import render_to_string
+from django.utils import timezone
+from django.utils.safestring import mark_safe
+
+from orchestrator.leak import leak_warnings
+from orchestrator.models import Experiment
+
+
+def _static_text(relative: str) -> str:
+    text = (settings.BASE_DIR / "static" / relative).read_text(encoding="utf-8")
+    # Inside <script>/<style> only "</" could end the element early; "<\/" means the same to JS.
+    return mark_safe(text.replace("</", "<\\/"))
+
+
+def render_report(experiment: Experiment) -> str:
+    from orchestrator.views import rounds_of, table_rows
+
+    rounds = rounds_of(experiment)
+    totals = {
+        "up_mb": sum(r["bytes_up"] for r in rounds) / 1e6,
+        "down_mb": sum(r["bytes_down"] for r in rounds) / 1e6,
+        "formula_mb": sum(r["bytes_formula"] for r in rounds) / 1e6,
+        "seconds": sum(r["round_seconds"] for r in rounds),
+    }
+    accuracies = [r["test_accuracy"] for r in rounds if r["test_accuracy"] is not None]
+    ctx = {
+        "experiment": experiment,
+        "rounds": rounds,
+        "last_rounds": table_rows(rounds),
+        "totals": totals,
+        "final_accuracy": accuracies[-1] if accuracies else None,
+        "leak_warnings": leak_warnings(rounds),
+        "events": experiment.events.order_by("time", "id")[:500],
+        "spec_json": json.dumps(experiment.spec, indent=2),
+        "page": {"id": experiment.pk, "status": experiment.status, "total_rounds": experiment.total_rounds},
+        "generated": timezone.now(),
+        "plotly_js": _static_text("vendor/plotly.min.js"),
+        "page_js": _static_text("js/experiment_detail.js"),
+        "css": _static_text("css/app.css"),
+    }
+    return render_to_string("orchestrator/report.html", ctx)

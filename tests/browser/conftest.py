@@ -1,0 +1,91 @@
+"""Real Chromium through Playwright. ``playwright install`` cannot download here, so the tests
+drive the Debian ``chromium`` package (``make test`` installs it when run as root)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no Chromium at {CHROMIUM}: install the Debian 'chromium' package (make test does, as root)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("the playwright Python package is not installed")
+    # Playwright's sync API keeps an event loop running in this thread; the tests' own ORM calls
+    # (and the test database set-up) are still plain synchronous code, so Django's async-safety
+    # guard is switched off while the browser is up.
+    with pytest.MonkeyPatch.context() as mp, sync_playwright() as p:
+        mp.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1360, "height": 1000}, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.errors = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.on("console", lambda m: m.type == "error" and page.errors.append(m.text))
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS
+
+
+def log_in(page, base: str, username: str, password: str) -> None:
+    page.goto(f"{base}/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+
+
+def trace_xs(page, chart_id: str) -> list[list[int]]:
+    """The x arrays of every plotly trace drawn in ``chart_id``."""
+    return page.evaluate(f"() => (document.getElementById('{chart_id}').data || []).map(t => Array.from(t.x))")
+
+
+def points(page, chart_id: str) -> int:
+    return page.evaluate(f"() => ((document.getElementById('{chart_id}').data || [])[0] || {{x: []}}).x.length")
+
+
+def start_daphne(env: dict, logdir: Path, port: int):
+    """A daphne server on ``port`` (for tests that stop and restart it); waits until it answers."""
+    import urllib.request
+
+    from tests import live
+
+    proc = live.start_daphne(env, logdir, port)
+
+    def up():
+        try:
+            return urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2).status in (200, 503)
+        except Exception as e:
+            return getattr(e, "code", None) == 503
+
+    try:
+        live.wait_for(up, 60, "daphne")
+    except TimeoutError:
+        proc.stop()
+        raise AssertionError(f"daphne did not start:\n{proc.output()}") from None
+    return proc

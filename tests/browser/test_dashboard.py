@@ -1,0 +1,145 @@
+"""Acceptance of the dashboard in real Chromium, against real daphne, a real Celery worker and Redis."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from orchestrator.leak import leak_check
+from orchestrator.models import Experiment
+from tests import live
+from tests.browser.conftest import ARTIFACTS, log_in, points, start_daphne, trace_xs
+from tests.dashboard.conftest import make_experiment, round_result
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration]
+
+DOCS_SCREENSHOT = ARTIFACTS.parent / "docs" / "dashboard.png"
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user("alice", password="alice-password")
+
+
+def test_it_runs_the_quickstart_preset_live_and_reports_offline(page, alice, daphne, workers, artifacts):
+    workers.start("w1")
+    base = f"http://{daphne}"
+    log_in(page, base, "alice", "alice-password")
+    page.click("text=New experiment")
+    page.click('a[data-preset="quickstart"]')
+    page.wait_for_url("**/experiments/new/?preset=quickstart")
+    page.fill("#id_rounds", "8")
+    page.fill("#id_description", "The quickstart shrunk for the browser test: 8×8 digits, the mlp, 5 local epochs.")
+    # Shrunk through the form: the quickstart's CNN on 28x28 digits takes ~2 s a round on 2 shared
+    # cores; the native 8x8 digits with the mlp (same 100 clients, 10 per round), 5 local epochs
+    # at lr 0.1 take ~0.5 s a round and reach ~85% accuracy in 8 rounds.
+    page.select_option("#id_data__image_size", "8")
+    page.select_option("#id_model__name", "mlp")
+    page.fill("#id_local__epochs", "5")
+    page.fill("#id_local__lr", "0.1")
+    page.wait_for_function("() => document.getElementById('bw-total').textContent.includes('MB')")
+    page.wait_for_function("() => (document.getElementById('partition-chart').data || [{}])[0].type === 'heatmap'")
+    page.click("#submit")
+    page.wait_for_url("**/experiments/*/")
+    experiment = Experiment.objects.get()
+    assert experiment.spec["rounds"] == 8 and experiment.spec["data"]["image_size"] == 8
+    assert experiment.spec["model"]["name"] == "mlp" and experiment.spec["local"]["epochs"] == 5
+
+    page.wait_for_function("() => document.getElementById('chart-accuracy').data[0].x.length === 8", timeout=120_000)
+    page.wait_for_function("() => document.getElementById('status-badge').textContent === 'completed'")
+    assert trace_xs(page, "chart-accuracy") == [list(range(1, 9))]
+    assert page.text_content("#st-round") == "8"
+    assert page.locator("#rounds-table tbody tr").count() == 8
+    page.wait_for_function("() => document.getElementById('log').textContent.includes('Completed 8 rounds')")
+    page.wait_for_function("() => document.getElementById('st-worker').textContent.startsWith('w1@')")
+    assert page.locator("#btn-pause").is_hidden() and page.locator("#btn-delete").is_visible()
+    page.set_viewport_size({"width": 1360, "height": 1320})
+    page.wait_for_timeout(500)  # let plotly finish the resize before the picture
+    page.screenshot(path=str(artifacts / "dashboard.png"))
+    if os.environ.get("FEDWEB_UPDATE_SCREENSHOT") == "1":
+        shutil.copyfile(artifacts / "dashboard.png", DOCS_SCREENSHOT)
+
+    # The static report, downloaded from the page, opened from file:// with the network cut.
+    with page.expect_download() as download:
+        page.click("#download-report")
+    report = artifacts / "report.html"
+    download.value.save_as(report)
+    offline = page.context.browser.new_context(offline=True)
+    try:
+        view = offline.new_page()
+        view.goto(report.as_uri())
+        view.wait_for_function("() => document.querySelectorAll('#chart-accuracy .main-svg').length > 0")
+        assert view.evaluate("() => typeof window.Plotly") == "object"
+        for chart in ("chart-loss", "chart-accuracy", "chart-memory", "chart-bandwidth", "chart-time"):
+            assert view.locator(f"#{chart} .main-svg").count() > 0, chart
+        assert trace_xs(view, "chart-accuracy") == [list(range(1, 9))]
+        # The page's leak heuristic agrees with orchestrator/leak.py (which the report's text uses).
+        for series in ([500.0 + 8 * i for i in range(20)], [500.0] * 20, [20_000.0 + 2 * i for i in range(30)]):
+            assert view.evaluate("(s) => FedWebDashboard.leakCheck(s).leak", series) == leak_check(series)["leak"]
+    finally:
+        offline.close()
+    assert page.errors == []
+
+
+def test_it_reloads_mid_run_and_reconnects_without_duplicate_points(page, alice, live_env, workers, tmp_path):
+    workers.start("w1")
+    port = live.free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = start_daphne(live_env, tmp_path, port)
+    try:
+        # 28x28 digits with the CNN: ~2 s a round, slow enough to reload and restart in between.
+        spec = {"rounds": 12, "data": {"dataset": "digits", "num_clients": 100, "alpha": 0.5}, "model": {"name": "cnn"},
+                "participation": {"clients_per_round": 10}, "local": {"batch_size": 10}, "compute": {"device": "cpu"}}  # fmt: skip
+        experiment = Experiment.objects.create(owner=alice, name="reload me", spec=spec)
+        experiment.start()
+        log_in(page, base, "alice", "alice-password")
+        page.goto(f"{base}/experiments/{experiment.pk}/")
+        page.wait_for_function("() => document.getElementById('chart-loss').data[0].x.length >= 2", timeout=90_000)
+
+        page.reload()
+        rendered = json.loads(page.text_content("#rounds-data"))
+        assert 2 <= len(rendered) < 12, "the reload must happen mid-run"
+        assert points(page, "chart-loss") >= len(rendered)  # every round so far, from the database
+        page.wait_for_function(f"() => document.getElementById('chart-loss').data[0].x.length > {len(rendered)}")
+
+        # The web server goes away mid-run: the page retries with backoff, then resumes with ?after=N.
+        server.stop()
+        page.wait_for_function("() => document.getElementById('conn').textContent === 'reconnecting…'")
+        server = start_daphne(live_env, tmp_path, port)
+        page.wait_for_function("() => document.getElementById('conn').textContent === 'live'", timeout=45_000)
+        page.wait_for_function("() => document.getElementById('chart-loss').data[0].x.length === 12", timeout=120_000)
+        page.wait_for_function("() => document.getElementById('status-badge').textContent === 'completed'")
+        for chart in ("chart-loss", "chart-accuracy", "chart-memory", "chart-bandwidth", "chart-time"):
+            for xs in trace_xs(page, chart):
+                assert xs == list(range(1, 13)), (chart, xs)  # grew live, no duplicates, in order
+        assert page.locator("#rounds-table tbody tr").count() == 12
+        # The only console errors allowed are the failed connection attempts while the server was down.
+        assert [e for e in page.errors if "WebSocket" not in e and "ERR_CONNECTION_REFUSED" not in e] == []
+    finally:
+        server.stop()
+
+
+def test_it_overlays_two_experiments_on_the_compare_page(page, alice, daphne):
+    a = make_experiment(alice, rounds=6, name="fedavg run", spec={"rounds": 6, "algorithm": {"name": "fedavg"}})
+    b = make_experiment(
+        alice, rounds=4, name="fedprox run", spec={"rounds": 6, "algorithm": {"name": "fedprox", "mu": 0.1}}
+    )
+    base = f"http://{daphne}"
+    log_in(page, base, "alice", "alice-password")
+    # Pick both on the list and press "Compare selected", as a user would.
+    page.check(f'input.pick[value="{a.pk}"]')
+    page.check(f'input.pick[value="{b.pk}"]')
+    page.click("#compare")
+    page.wait_for_url("**/compare/?ids=*")
+    page.wait_for_function("() => (document.getElementById('cmp-accuracy').data || []).length === 2")
+    names = page.evaluate("() => document.getElementById('cmp-accuracy').data.map(t => t.name)")
+    assert sorted(names) == sorted([f"fedavg run #{a.pk}", f"fedprox run #{b.pk}"])
+    assert sorted(len(x) for x in trace_xs(page, "cmp-accuracy")) == [4, 6]
+    for chart in ("cmp-loss", "cmp-memory", "cmp-bandwidth"):
+        assert page.locator(f"#{chart} .main-svg").count() > 0
+    assert "algorithm.name" in page.text_content("#differences")
+    assert round_result(1)["test_accuracy"] in page.evaluate("() => document.getElementById('cmp-accuracy').data[0].y")
+    assert page.errors == []
