@@ -122,6 +122,11 @@ class Invitation(models.Model):
     def __str__(self) -> str:
         return f"Invitation to {self.team} for {self.email or 'anyone'} ({self.role})"
 
+    def get_absolute_url(self) -> str:
+        from django.urls import reverse
+
+        return reverse("accept_invitation", args=[self.token])
+
     @property
     def is_usable(self) -> bool:
         return self.accepted_at is None and self.expires > timezone.now()

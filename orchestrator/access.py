@@ -114,3 +114,15 @@ def teams_for_creation(user) -> QuerySet[Team]:
     if user.is_superuser:
         return Team.objects.all()
     return Team.objects.filter(memberships__user=user, memberships__role__in=CREATOR_ROLES)
+
+
+def share_path(experiment: Experiment) -> str | None:
+    """The path of the experiment's public link page, or None when it has no link."""
+    from django.urls import NoReverseMatch, reverse
+
+    if not experiment.share_token:
+        return None
+    try:
+        return reverse("experiment_shared", args=[experiment.share_token])
+    except NoReverseMatch:  # the dashboard's share page isn't mounted (yet)
+        return f"/shared/{experiment.share_token}/"

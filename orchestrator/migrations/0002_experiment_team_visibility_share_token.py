@@ -5,26 +5,35 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0001_initial'),
-        ('orchestrator', '0001_initial'),
+        ("accounts", "0001_initial"),
+        ("orchestrator", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='experiment',
-            name='share_token',
+            model_name="experiment",
+            name="share_token",
             field=models.CharField(blank=True, editable=False, max_length=64, null=True, unique=True),
         ),
         migrations.AddField(
-            model_name='experiment',
-            name='team',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='experiments', to='accounts.team'),
+            model_name="experiment",
+            name="team",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="experiments",
+                to="accounts.team",
+            ),
         ),
         migrations.AddField(
-            model_name='experiment',
-            name='visibility',
-            field=models.CharField(choices=[('private', 'Private'), ('team', 'Team'), ('public', 'Public')], default='private', max_length=8),
+            model_name="experiment",
+            name="visibility",
+            field=models.CharField(
+                choices=[("private", "Private"), ("team", "Team"), ("public", "Public")],
+                default="private",
+                max_length=8,
+            ),
         ),
     ]
