@@ -125,4 +125,4 @@ def share_path(experiment: Experiment) -> str | None:
     try:
         return reverse("experiment_shared", args=[experiment.share_token])
     except NoReverseMatch:  # the dashboard's share page isn't mounted (yet)
-        return f"/shared/{experiment.share_token}/"
+        return f"/share/{experiment.share_token}/"

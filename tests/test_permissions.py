@@ -132,7 +132,9 @@ def _page_request(endpoint: Endpoint, world, role: str):
     client = Client()
     if user := _user(world, role):
         client.force_login(user)
-    data = {"action": "revoke_link"} if endpoint.id == "experiment_sharing_revoke" else {}
+    data = {"experiment_sharing_revoke": {"action": "revoke_link"}, "experiment_delete": {"confirm": "yes"}}.get(
+        endpoint.id, {}
+    )
     return getattr(client, endpoint.method)(_page_url(endpoint, world, role), data)
 
 
