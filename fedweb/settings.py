@@ -30,6 +30,10 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "accounts",
     "orchestrator",
 ]
 
@@ -71,6 +75,31 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
+# How long a team invitation link stays valid.
+INVITATION_DAYS = env_int("INVITATION_DAYS", 7, min_value=1)
+
+REST_FRAMEWORK = {
+    # Token first, so an anonymous API call gets 401 with "WWW-Authenticate: Token".
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "FedWeb API",
+    "DESCRIPTION": "Create, run and read federated-learning experiments. Authenticate with "
+    "`Authorization: Token <key>` (POST /api/token/ or the /accounts/token/ page).",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # The API's shape is no secret; the data behind it is.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

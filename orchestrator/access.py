@@ -1,39 +1,128 @@
 """Who may see or change an experiment: the one place views, the API and consumers ask.
 
-Views call ``get_experiment_for_user`` / ``get_experiment_for_token`` and never look up an
-Experiment by id themselves. Rules (owner-only until teams and sharing land):
-read = ``Experiment.can_view(user)``; control = ``Experiment.can_control(user)``.
+Views call ``get_experiment_for_user`` / ``get_experiment_for_request`` / ``get_experiment_for_token``
+and never look up an Experiment by id themselves.
+
+Rules (the rights of each role are ``Experiment.can_view/can_control/can_delete``):
+
+- private: the owner only (and superusers);
+- team: the owner, and members of the experiment's team by role: team owners and members read
+  and control it, viewers read it; team owners (and the experiment owner) delete it and change
+  its sharing;
+- public: as team, plus anyone holding the share link reads it (its share page, rounds CSV/JSON,
+  report and WebSocket with ``?token=``), and nothing else;
+- anyone else gets 404, so ids don't leak; an anonymous visitor is sent to log in.
 """
 
 from __future__ import annotations
 
+from functools import wraps
+
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.db.models import IntegerField, OuterRef, Q, QuerySet, Subquery, Value
 from django.http import Http404
 
-from orchestrator.models import Experiment
+from accounts.models import CREATOR_ROLES, Membership, Team
+from orchestrator.models import Experiment, Visibility
+
+SCOPES = ("mine", "team", "shared")
 
 
 def experiments_visible_to(user) -> QuerySet[Experiment]:
-    """Every experiment ``user`` may read."""
+    """Every experiment ``user`` may read, in one query: own ones, or ones shared with a team the
+    user belongs to. Each row carries the user's team role so ``can_*()`` need no more queries."""
     if not (user and user.is_authenticated):
         return Experiment.objects.none()
+    role = Membership.objects.filter(team=OuterRef("team"), user=user).values("role")[:1]
+    qs = Experiment.objects.annotate(
+        access_team_role=Subquery(role), access_user_id=Value(user.id, output_field=IntegerField())
+    )
     if user.is_superuser:
-        return Experiment.objects.all()
-    return Experiment.objects.filter(owner=user)
+        return qs
+    shared = Q(visibility__in=[Visibility.TEAM, Visibility.PUBLIC], access_team_role__isnull=False)
+    return qs.filter(Q(owner=user) | shared)
 
 
-def get_experiment_for_user(user, pk: int, *, control: bool = False) -> Experiment:
+def scoped(qs: QuerySet[Experiment], user, scope: str | None) -> QuerySet[Experiment]:
+    """The list filters: ``mine`` (I own it), ``team`` (it belongs to one of my teams),
+    ``shared`` (it has a public link). Anything else leaves ``qs`` as it is."""
+    if scope == "mine":
+        return qs.filter(owner=user)
+    if scope == "team":
+        return qs.filter(team__memberships__user=user)
+    if scope == "shared":
+        return qs.filter(visibility=Visibility.PUBLIC)
+    return qs
+
+
+def get_experiment_for_user(user, pk: int, *, control: bool = False, delete: bool = False) -> Experiment:
     """The experiment, if ``user`` may read it (404 otherwise, so ids don't leak); with
-    ``control=True`` also require the right to change it (403)."""
-    experiment = experiments_visible_to(user).select_related("owner").filter(pk=pk).first()
+    ``control=True`` also require the right to change it, with ``delete=True`` the right to
+    delete it or change its sharing (403)."""
+    experiment = experiments_visible_to(user).select_related("owner", "team").filter(pk=pk).first()
     if experiment is None:
         raise Http404("No such experiment")
     if control and not experiment.can_control(user):
-        raise PermissionDenied("You may view this experiment but not change it")
+        raise PermissionDenied("You may view this experiment but not control it")
+    if delete and not experiment.can_delete(user):
+        raise PermissionDenied("Only the experiment's owner or a team owner may do this")
     return experiment
 
 
-def get_experiment_for_token(token: str) -> Experiment:
-    """The experiment behind a public read-only link (404 for unknown or revoked tokens)."""
-    raise Http404("Public links are not enabled yet")
+def get_experiment_for_token(token: str | None, pk: int | None = None) -> Experiment:
+    """The experiment behind a public read-only link (404 for unknown or revoked tokens, and for
+    a token of another experiment than ``pk``)."""
+    if not token:
+        raise Http404("No such link")
+    experiment = Experiment.objects.select_related("owner", "team").filter(share_token=token).first()
+    if experiment is None or not experiment.shares_with(token) or (pk is not None and experiment.pk != pk):
+        raise Http404("No such link")
+    return experiment
+
+
+def get_experiment_for_request(request, pk: int) -> Experiment:
+    """Read access for pages a public link also opens (rounds CSV/JSON, report): the signed-in
+    user's rights, or else a ``?token=`` share token for this very experiment. Pair it with
+    ``@login_or_share_token_required``."""
+    token = request.GET.get("token")
+    if request.user.is_authenticated:
+        try:
+            return get_experiment_for_user(request.user, pk)
+        except Http404:
+            if not token:
+                raise
+    return get_experiment_for_token(token, pk)
+
+
+def login_or_share_token_required(view):
+    """Like ``@login_required``, but lets a ``?token=`` through for ``get_experiment_for_request``."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if request.user.is_authenticated or request.GET.get("token"):
+            return view(request, *args, **kwargs)
+        return redirect_to_login(request.get_full_path())
+
+    return wrapper
+
+
+def teams_for_creation(user) -> QuerySet[Team]:
+    """Teams ``user`` may create experiments in (and move experiments to): owner or member."""
+    if not (user and user.is_authenticated):
+        return Team.objects.none()
+    if user.is_superuser:
+        return Team.objects.all()
+    return Team.objects.filter(memberships__user=user, memberships__role__in=CREATOR_ROLES)
+
+
+def share_path(experiment: Experiment) -> str | None:
+    """The path of the experiment's public link page, or None when it has no link."""
+    from django.urls import NoReverseMatch, reverse
+
+    if not experiment.share_token:
+        return None
+    try:
+        return reverse("experiment_shared", args=[experiment.share_token])
+    except NoReverseMatch:  # the dashboard's share page isn't mounted (yet)
+        return f"/share/{experiment.share_token}/"

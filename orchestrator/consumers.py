@@ -12,11 +12,15 @@ FORBIDDEN = 4403  # WebSocket close code: "HTTP 403" in the private 4000-4999 ra
 
 
 class ExperimentConsumer(AsyncJsonWebsocketConsumer):
-    """``/ws/experiments/<id>/?after=N``: rounds after N from the database, then live events."""
+    """``/ws/experiments/<id>/?after=N``: rounds after N from the database, then live events.
+
+    Signed-in users who may view the experiment, or anyone with its public link's ``?token=``.
+    """
 
     async def connect(self):
         self.experiment_id = int(self.scope["url_route"]["kwargs"]["experiment_id"])
         self.last_round = _after(self.scope)
+        self.share_token = _query(self.scope, "token")
         self.last_status = None
         await self.accept()  # accept first so the close code reaches the client
         if not await self._allowed():
@@ -66,7 +70,9 @@ class ExperimentConsumer(AsyncJsonWebsocketConsumer):
     @database_sync_to_async
     def _allowed(self) -> bool:
         experiment = Experiment.objects.filter(pk=self.experiment_id).first()
-        return experiment is not None and experiment.can_view(self.scope.get("user"))
+        if experiment is None:
+            return False
+        return experiment.can_view(self.scope.get("user")) or experiment.shares_with(self.share_token)
 
     @database_sync_to_async
     def _history(self) -> tuple[list[dict], events.StatusEvent]:
@@ -101,8 +107,12 @@ class WorkersConsumer(AsyncJsonWebsocketConsumer):
         return [events.worker_event(w) for w in Worker.objects.all()]
 
 
-def _after(scope) -> int:
+def _query(scope, name: str, default: str = "") -> str:
     from urllib.parse import parse_qs
 
-    raw = parse_qs(scope.get("query_string", b"").decode()).get("after", ["0"])[0]
+    return parse_qs(scope.get("query_string", b"").decode()).get(name, [default])[0]
+
+
+def _after(scope) -> int:
+    raw = _query(scope, "after", "0")
     return int(raw) if raw.isdigit() else 0

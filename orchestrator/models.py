@@ -7,6 +7,7 @@ race on the same row and exactly one of them wins.
 
 from __future__ import annotations
 
+import secrets
 from datetime import timedelta
 
 from django.conf import settings
@@ -42,10 +43,24 @@ def validate_spec(value) -> None:
         raise ValidationError(str(e), code=e.field) from None
 
 
+class Visibility(models.TextChoices):
+    PRIVATE = "private"  # the owner (and superusers) only
+    TEAM = "team"  # the team's members, by role
+    PUBLIC = "public"  # the team's members, and anyone holding the read-only share link
+
+
+# What a user is to an experiment (Experiment.role_for); the rights of each are in can_*() below.
+OWNER, SUPERUSER, TEAM_OWNER, MEMBER, VIEWER = "owner", "superuser", "team owner", "member", "viewer"
+CONTROL_ROLES = (OWNER, SUPERUSER, TEAM_OWNER, MEMBER)
+MANAGE_ROLES = (OWNER, SUPERUSER, TEAM_OWNER)
+
+
 class Experiment(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="experiments")
-    # Teams, visibility and share links arrive with the dashboard (issue 4); until then access is
-    # owner-only and decided in can_view()/can_control() below, the one place to extend.
+    team = models.ForeignKey("accounts.Team", models.SET_NULL, null=True, blank=True, related_name="experiments")
+    visibility = models.CharField(max_length=8, choices=Visibility.choices, default=Visibility.PRIVATE)
+    # Set only while a public link exists; revoking clears it so the old link is dead for good.
+    share_token = models.CharField(max_length=64, null=True, blank=True, unique=True, editable=False)
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     tags = models.JSONField(default=list, blank=True)
@@ -73,18 +88,84 @@ class Experiment(models.Model):
         spec = Spec.from_dict(self.spec)
         self.spec = spec.to_dict()
         self.total_rounds = spec.rounds
+        # A public experiment always has a link token, and only a public one has it.
+        if self.visibility == Visibility.PUBLIC and not self.share_token:
+            self.share_token = secrets.token_urlsafe(32)
+        elif self.visibility != Visibility.PUBLIC:
+            self.share_token = None
         super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        if self.visibility == Visibility.TEAM and self.team_id is None:
+            raise ValidationError({"visibility": "Choose a team to share the experiment with its team"})
 
     # -- domain ------------------------------------------------------------------------------
 
     def spec_obj(self) -> Spec:
         return Spec.from_dict(self.spec)
 
+    # -- access (orchestrator.access asks these; views ask orchestrator.access) -------------------
+
+    def role_for(self, user) -> str | None:
+        """What ``user`` is to this experiment: owner, superuser, team owner, member, viewer or None.
+
+        Team roles count only when the experiment is shared with its team (visibility team or
+        public). A public link gives no role: link visitors are handled by ``shares_with(token)``.
+        """
+        if not (user and user.is_authenticated):
+            return None
+        if user.id == self.owner_id:
+            return OWNER
+        if user.is_superuser:
+            return SUPERUSER
+        if self.team_id is None or self.visibility == Visibility.PRIVATE:
+            return None
+        team_role = self._team_role(user)
+        return {"owner": TEAM_OWNER, "member": MEMBER, "viewer": VIEWER}.get(team_role)
+
+    def _team_role(self, user) -> str | None:
+        # access.experiments_visible_to() annotates the role of the user it was asked for, which
+        # saves a query per row in lists; the annotation is trusted only for that same user.
+        if getattr(self, "access_user_id", None) == user.id:
+            return self.access_team_role
+        from accounts.models import Membership
+
+        return Membership.objects.filter(team_id=self.team_id, user=user).values_list("role", flat=True).first()
+
     def can_view(self, user) -> bool:
-        return bool(user and user.is_authenticated and (user.id == self.owner_id or user.is_superuser))
+        return self.role_for(user) is not None
 
     def can_control(self, user) -> bool:
-        return bool(user and user.is_authenticated and user.id == self.owner_id)
+        """Start, pause, resume, cancel; also clone into the same team."""
+        return self.role_for(user) in CONTROL_ROLES
+
+    def can_delete(self, user) -> bool:
+        """Delete, and change the team, visibility and public link: the owner and team owners."""
+        return self.role_for(user) in MANAGE_ROLES
+
+    def shares_with(self, token: str | None) -> bool:
+        """Does ``token`` open this experiment's public read-only link?"""
+        return bool(
+            token
+            and self.visibility == Visibility.PUBLIC
+            and self.share_token
+            and secrets.compare_digest(self.share_token, token)
+        )
+
+    def enable_public_link(self) -> str:
+        """Make the experiment public with a new unguessable link token (any older link dies)."""
+        self.share_token = secrets.token_urlsafe(32)
+        self.visibility = Visibility.PUBLIC
+        Experiment.objects.filter(pk=self.pk).update(share_token=self.share_token, visibility=self.visibility)
+        return self.share_token
+
+    def revoke_public_link(self) -> None:
+        """Kill the public link; the experiment stays visible to its team if it has one."""
+        self.share_token = None
+        self.visibility = Visibility.TEAM if self.team_id else Visibility.PRIVATE
+        Experiment.objects.filter(pk=self.pk).update(share_token=None, visibility=self.visibility)
 
     @property
     def is_finished(self) -> bool:
