@@ -11,6 +11,8 @@ import json
 
 from django import forms
 
+from orchestrator.access import teams_for_creation
+
 from workers.engine.spec import SECTIONS, Spec, SpecError, field_help
 
 # Derived from the algorithm; showing it would only let the two disagree.
@@ -98,9 +100,17 @@ class ExperimentForm(forms.Form):
     name = forms.CharField(max_length=200)
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
     tags = forms.CharField(required=False, help_text="Comma-separated, e.g. baseline, fedprox.")
+    team = forms.ModelChoiceField(queryset=None, required=False, help_text="Share it with a team you belong to.")
+    visibility = forms.ChoiceField(
+        choices=[("private", "private: only me"), ("team", "team: the team's members, by role")],
+        initial="private",
+        required=False,
+        help_text="A public read-only link can be made on the experiment's Sharing page.",
+    )
 
-    def __init__(self, *args, preview: bool = False, **kwargs):
+    def __init__(self, *args, preview: bool = False, user=None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.fields["team"].queryset = teams_for_creation(user)
         if preview:  # the live previews only need the spec
             for name in ("name", "description", "tags"):
                 self.fields[name].required = False
@@ -113,8 +123,13 @@ class ExperimentForm(forms.Form):
         tags = [t.strip() for t in self.cleaned_data["tags"].split(",")]
         return list(dict.fromkeys(t for t in tags if t))
 
+    def clean_visibility(self) -> str:
+        return self.cleaned_data["visibility"] or "private"
+
     def clean(self):
         cleaned = super().clean()
+        if cleaned.get("visibility") == "team" and not cleaned.get("team"):
+            self.add_error("team", "Pick a team to share the experiment with (or make it private).")
         if self.errors:
             return cleaned  # the spec can't be judged from half of its fields
         try:

@@ -11,7 +11,6 @@ import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import FieldDoesNotExist
 from django.db import connection
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -20,7 +19,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from orchestrator.access import experiments_visible_to, get_experiment_for_token, get_experiment_for_user
+from orchestrator.access import (
+    experiments_visible_to,
+    get_experiment_for_request,
+    get_experiment_for_token,
+    get_experiment_for_user,
+    login_or_share_token_required,
+    scoped,
+)
 from orchestrator.forms import ExperimentForm, spec_initial
 from orchestrator.leak import leak_warnings
 from orchestrator.models import Experiment, Status, Worker
@@ -66,26 +72,6 @@ def _check_redis() -> str:
 # -- experiments list ------------------------------------------------------------------------------
 
 
-def _has_field(name: str) -> bool:
-    # Teams and visibility arrive with the other half of issue 4; the tabs work before and after.
-    try:
-        Experiment._meta.get_field(name)
-        return True
-    except FieldDoesNotExist:
-        return False
-
-
-def _scoped(qs: QuerySet, scope: str, user) -> QuerySet:
-    if scope == "mine":
-        return qs.filter(owner=user)
-    if scope == "team":
-        return qs.filter(team__isnull=False).exclude(owner=user) if _has_field("team") else qs.none()
-    if scope == "shared":
-        others = qs.exclude(owner=user)
-        return others.filter(team__isnull=True) if _has_field("team") else others
-    return qs
-
-
 @login_required
 def experiment_list(request: HttpRequest) -> HttpResponse:
     scope = request.GET.get("scope", "all")
@@ -94,7 +80,7 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
     tag = request.GET.get("tag", "").strip()
     q = request.GET.get("q", "").strip()
     visible = experiments_visible_to(request.user)
-    qs = _scoped(visible, scope, request.user).select_related("owner")
+    qs = scoped(visible, request.user, scope if scope != "all" else None).select_related("owner")
     if status in Status.values:
         qs = qs.filter(status=status)
     if q:
@@ -126,10 +112,12 @@ def _ids(raw: str) -> list[int]:
 @login_required
 def experiment_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
-        form = ExperimentForm(request.POST)
+        form = ExperimentForm(request.POST, user=request.user)
         if form.is_valid():
             experiment = Experiment.objects.create(
                 owner=request.user,
+                team=form.cleaned_data["team"],
+                visibility=form.cleaned_data["visibility"],
                 name=form.cleaned_data["name"],
                 description=form.cleaned_data["description"],
                 tags=form.cleaned_data["tags"],
@@ -138,7 +126,7 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
             experiment.start(by=request.user.username)
             return redirect("experiment_detail", experiment.pk)
     else:
-        form = ExperimentForm(initial=_new_initial(request))
+        form = ExperimentForm(initial=_new_initial(request), user=request.user)
     presets = [{"name": name, **{k: p[k] for k in ("title", "description")}} for name, p in PRESETS.items()]
     ctx = {"form": form, "presets": presets, "preset": request.GET.get("preset", "")}
     return render(request, "orchestrator/experiment_new.html", ctx)
@@ -157,7 +145,7 @@ def _new_initial(request: HttpRequest) -> dict:
 
 
 def _preview(request: HttpRequest, compute) -> JsonResponse:
-    form = ExperimentForm(request.GET, preview=True)
+    form = ExperimentForm(request.GET, preview=True, user=request.user)
     if not form.is_valid():
         return JsonResponse({"errors": form.spec_errors()}, status=400)
     try:
@@ -188,7 +176,7 @@ def table_rows(rounds: list[dict]) -> list[dict]:
     return [{**r, "up_mb": r["bytes_up"] / 1e6, "down_mb": r["bytes_down"] / 1e6} for r in reversed(rounds)]
 
 
-def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str) -> dict:
+def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str, user=None, token: str = "") -> dict:
     rounds = rounds_of(experiment)
     events = list(experiment.events.order_by("-time", "-id")[:200])[::-1]
     return {
@@ -198,6 +186,8 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str)
         "events": events,
         "spec_json": json.dumps(experiment.spec, indent=2),
         "can_control": can_control,
+        "can_delete": bool(user and experiment.can_delete(user)),
+        "token_query": f"?token={token}" if token else "",
         "ws_url": ws_url,
         "leak_warnings": leak_warnings(rounds),
         "device": rounds[-1]["device"] if rounds else "",
@@ -218,21 +208,25 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str)
 def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
     experiment = get_experiment_for_user(request.user, pk)
     ctx = dashboard_context(
-        experiment, can_control=experiment.can_control(request.user), ws_url=f"/ws/experiments/{pk}/"
+        experiment,
+        can_control=experiment.can_control(request.user),
+        ws_url=f"/ws/experiments/{pk}/",
+        user=request.user,
     )
     return render(request, "orchestrator/experiment_detail.html", ctx)
 
 
 def experiment_shared(request: HttpRequest, token: str) -> HttpResponse:
     experiment = get_experiment_for_token(token)
-    ctx = dashboard_context(experiment, can_control=False, ws_url=f"/ws/experiments/{experiment.pk}/?token={token}")
+    ws_url = f"/ws/experiments/{experiment.pk}/?token={token}"
+    ctx = dashboard_context(experiment, can_control=False, ws_url=ws_url, token=token)
     ctx["shared"] = True
     return render(request, "orchestrator/experiment_detail.html", ctx)
 
 
-@login_required
+@login_or_share_token_required
 def experiment_rounds_csv(request: HttpRequest, pk: int) -> HttpResponse:
-    experiment = get_experiment_for_user(request.user, pk)
+    experiment = get_experiment_for_request(request, pk)
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="experiment-{pk}-rounds.csv"'
     writer = csv.DictWriter(response, fieldnames=list(ROUND_RESULT_FIELDS))
@@ -241,20 +235,20 @@ def experiment_rounds_csv(request: HttpRequest, pk: int) -> HttpResponse:
     return response
 
 
-@login_required
+@login_or_share_token_required
 def experiment_rounds_json(request: HttpRequest, pk: int) -> JsonResponse:
-    experiment = get_experiment_for_user(request.user, pk)
+    experiment = get_experiment_for_request(request, pk)
     body = {"id": pk, "name": experiment.name, "status": experiment.status, "spec": experiment.spec}
     response = JsonResponse({**body, "rounds": rounds_of(experiment)}, json_dumps_params={"indent": 1})
     response["Content-Disposition"] = f'attachment; filename="experiment-{pk}-rounds.json"'
     return response
 
 
-@login_required
+@login_or_share_token_required
 def experiment_report(request: HttpRequest, pk: int) -> HttpResponse:
     from orchestrator.report import render_report
 
-    experiment = get_experiment_for_user(request.user, pk)
+    experiment = get_experiment_for_request(request, pk)
     response = HttpResponse(render_report(experiment), content_type="text/html; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="fedweb-experiment-{pk}-report.html"'
     return response
@@ -291,7 +285,7 @@ def experiment_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def experiment_delete(request: HttpRequest, pk: int) -> HttpResponse:
-    experiment = get_experiment_for_user(request.user, pk, control=True)
+    experiment = get_experiment_for_user(request.user, pk, delete=True)
     if request.POST.get("confirm") != "yes":
         return render(request, "orchestrator/experiment_delete.html", {"experiment": experiment})
     experiment.cancel(by=request.user.username)  # a round in flight then stops at its boundary

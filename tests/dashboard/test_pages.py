@@ -61,9 +61,16 @@ def test_it_renders_the_history_into_the_dashboard(alice_client, user):
 
 
 def test_it_hides_controls_from_viewers_without_control_rights(client, user, django_user_model):
-    admin = django_user_model.objects.create_superuser("root", password="pw")  # may view, not control
+    from accounts.models import Membership, Team
+
+    viewer = django_user_model.objects.create_user("viewer", password="pw")  # may view, not control
+    team = Team.objects.create(name="lab")
+    Membership.objects.create(team=team, user=user, role="owner")
+    Membership.objects.create(team=team, user=viewer, role="viewer")
     experiment = make_experiment(user, rounds=1)
-    client.force_login(admin)
+    experiment.team, experiment.visibility = team, "team"
+    experiment.save()
+    client.force_login(viewer)
     html = client.get(f"/experiments/{experiment.pk}/").content.decode()
     assert 'id="btn-pause"' not in html and 'id="btn-delete"' not in html
     assert client.post(f"/experiments/{experiment.pk}/cancel/").status_code == 403
