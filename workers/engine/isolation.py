@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def train_in_child(sim: Simulation, plans: list[GroupPlan]) -> dict[str, torch.Tensor]:
     ctx = mp.get_context("spawn")
-    results = ctx.SimpleQueue()
+    receiver, sender = ctx.Pipe(duplex=False)
     job = {
         "spec": sim.spec.to_dict(),
         "vectorised": sim.vectorised,
@@ -34,10 +34,10 @@ def train_in_child(sim: Simulation, plans: list[GroupPlan]) -> dict[str, torch.T
         "acc": sim.acc,
         "plans": plans,
     }
-    child = ctx.Process(target=_child_main, args=(job, results), daemon=True)
+    child = ctx.Process(target=_child_main, args=(job, sender), daemon=True)
     child.start()
-    outcome = results.get()
-    child.join()
+    sender.close()
+    outcome = _wait_for(child, receiver)
     if "error" in outcome:
         raise RuntimeError(f"client training failed in the isolated process: {outcome['error']}")
     for replica, scale in zip(sim.replicas, outcome["scales"], strict=True):
@@ -45,11 +45,22 @@ def train_in_child(sim: Simulation, plans: list[GroupPlan]) -> dict[str, torch.T
     return {k: torch.tensor(outcome[k], device=sim.device) for k in ("loss", "weight", "samples")}
 
 
-def _child_main(job: dict, results) -> None:
+def _wait_for(child, receiver) -> dict:
+    """The child's answer; a child that dies without one (killed, crashed) is an error, not a hang."""
+    while not receiver.poll(1.0):
+        if not child.is_alive():
+            child.join()
+            return {"error": f"the child process exited with code {child.exitcode} before reporting"}
+    outcome = receiver.recv()
+    child.join()
+    return outcome
+
+
+def _child_main(job: dict, sender) -> None:
     try:
-        results.put(_train(job))
+        sender.send(_train(job))
     except Exception as e:  # report to the parent rather than dying silently
-        results.put({"error": f"{type(e).__name__}: {e}"})
+        sender.send({"error": f"{type(e).__name__}: {e}"})
 
 
 def _train(job: dict) -> dict:

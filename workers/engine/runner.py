@@ -79,8 +79,10 @@ class Simulation:
 
         data = build_data(spec.data, spec.seed)
         self.input_shape = data.input_shape
-        self.sizes = data.client_sizes().numpy()
-        self.offsets = data.offsets.numpy()
+        # Copies, not views: process isolation moves tensor storage into shared memory, which
+        # would leave a NumPy view pointing at freed memory.
+        self.sizes = data.client_sizes().numpy().copy()
+        self.offsets = data.offsets.numpy().copy()
         self.model = self._build_model(data)
         self.num_params = sum(p.numel() for p in self.model.parameters())
         self.layout = [p.numel() for p in self.model.parameters()]
