@@ -16,7 +16,9 @@ CHROMIUM_ARGS = [
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's event loop must be gone before later modules run sync
+# code that refuses to run inside one (AsyncToSync, the in-memory channel layer).
+@pytest.fixture(scope="module")
 def browser():
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"no Chromium at {CHROMIUM}: install the Debian 'chromium' package (make test does, as root)")
