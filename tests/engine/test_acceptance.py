@@ -63,10 +63,14 @@ def test_it_keeps_memory_and_caches_flat_over_200_distinct_cohort_sizes(monkeypa
     assert sim.cache_info() == {"cpu#0.vmapped_steps": 7}
 
 
+def quickstart(precision: str) -> Simulation:
+    compute = {"device": "cpu", "training": "vectorized", "precision": precision}
+    return Simulation(preset_spec("quickstart").replace(compute=compute))
+
+
 @pytest.fixture(scope="module")
 def quickstart_fp32():
-    sim = Simulation(preset_spec("quickstart").replace(compute={"device": "cpu"}))
-    return sim.run()
+    return quickstart("fp32").run()
 
 
 @pytest.mark.slow
@@ -78,7 +82,7 @@ def test_it_reaches_85_percent_on_quickstart(quickstart_fp32):
 
 @pytest.mark.slow
 def test_it_matches_fp32_accuracy_with_bf16(quickstart_fp32):
-    sim = Simulation(preset_spec("quickstart").replace(compute={"device": "cpu", "precision": "bf16"}))
+    sim = quickstart("bf16")
 
     bf16 = sim.run()
 

@@ -18,7 +18,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from workers.engine.data.base import FederatedData, as_input
-from workers.engine.plan import GroupPlan
+from workers.engine.plan import GroupPlan, bucket
 
 
 @dataclass(frozen=True)
@@ -156,12 +156,13 @@ class VectorTrainer:
         return {"vmapped_steps": len(self._steps)}
 
     def _unflatten(self, w: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Parameter views of one client's flat weights (called under vmap)."""
-        out, offset = {}, 0
-        for name, shape, n in zip(self.names, self.shapes, self.sizes, strict=True):
-            out[name] = w[offset : offset + n].view(shape)
-            offset += n
-        return out
+        """Parameter views of one client's flat weights (called under vmap).
+
+        One ``split`` rather than a slice per tensor: its backward is a single concatenation,
+        where per-tensor slices would each scatter into a zero-filled [G, P] gradient.
+        """
+        parts = w.split(self.sizes)
+        return {name: part.view(shape) for name, part, shape in zip(self.names, parts, self.shapes, strict=True)}
 
     def _step_fn(self, slots: int):
         # Only compiled steps are worth caching; eager vmap is rebuilt for free every group, so
@@ -200,16 +201,18 @@ class VectorTrainer:
         idx = plan.idx.to(self.device, non_blocking=True)
         mask = plan.mask.to(self.device, non_blocking=True)
         active = plan.active.to(self.device, non_blocking=True)
-        step = self._step_fn(slots)
         loss_sum = torch.zeros(slots, device=self.device)
-        for t in range(idx.shape[1]):
-            rows = idx[:, t]
+        for t, (lo, hi) in enumerate(active_windows(plan.active)):
+            # Only the window of slots that still have steps is computed (clients are sorted by
+            # step count, so it shrinks as short clients finish); its size is a power of two.
+            rows = idx[lo:hi, t]
             x = as_input(data.x_train[rows])
             y = data.y_train[rows]
-            g, loss = step(W, x, y, mask[:, t])
-            a = self.scaler.unscale_and_check(g, active[:, t])
-            sgd_update_(W, g, start, buf, a, self.cfg)
-            loss_sum.add_(loss * active[:, t])
+            g, loss = self._step_fn(hi - lo)(W[lo:hi], x, y, mask[lo:hi, t])
+            a = self.scaler.unscale_and_check(g, active[lo:hi, t])
+            anchor = start if start.dim() == 1 else start[lo:hi]
+            sgd_update_(W[lo:hi], g, anchor, None if buf is None else buf[lo:hi], a, self.cfg)
+            loss_sum[lo:hi].add_(loss * active[lo:hi, t])
         W.sub_(start)
         return GroupOutput(delta=W, loss_sum=loss_sum, steps=active.sum(dim=1), samples=mask.sum())
 
@@ -229,6 +232,13 @@ class SequentialTrainer:
         self.w = torch.empty(P, device=device)
         bind_flat(model, self.w)
         self.params = list(model.parameters())
+        # Gradients accumulate in place into views of one flat buffer, so the update below is
+        # a few flat vector ops with no per-step concatenation.
+        self.g = torch.zeros(1, P, device=device)
+        offset = 0
+        for p in self.params:
+            p.grad = self.g[0, offset : offset + p.numel()].view(p.shape)
+            offset += p.numel()
         self.buf = torch.zeros(1, P, device=device) if cfg.momentum else None
         self.out = torch.empty(group_size, P, device=device)
         self.scaler = LossScaler(cfg.precision == "fp16")
@@ -256,11 +266,11 @@ class SequentialTrainer:
                 with _autocast(self.device, self.cfg.precision):
                     out = self.model(as_input(data.x_train[rows]))
                 loss = task_loss(out, data.y_train[rows]).mean()
-                grads = torch.autograd.grad(loss * self.scaler.scale, self.params)
+                self.g.zero_()
+                (loss * self.scaler.scale).backward()
                 with torch.no_grad():
-                    g = torch.cat([gr.reshape(-1) for gr in grads]).unsqueeze(0)
-                    a = self.scaler.unscale_and_check(g, one)
-                    sgd_update_(w, g, anchor, self.buf, a, self.cfg)
+                    a = self.scaler.unscale_and_check(self.g, one)
+                    sgd_update_(w, self.g, anchor, self.buf, a, self.cfg)
                     loss_sum[i] += loss.detach()
             with torch.no_grad():
                 torch.sub(self.w, anchor, out=self.out[i])
@@ -270,5 +280,29 @@ class SequentialTrainer:
         )
 
 
+def active_windows(active: torch.Tensor) -> list[tuple[int, int]]:
+    """For each step, a slot range [lo, hi) holding every client still active at that step.
+
+    ``active`` is the plan's [slots, T] host mask. The range has a power-of-two length (see
+    :func:`workers.engine.plan.bucket`), so the set of shapes stays bounded.
+    """
+    slots = active.shape[0]
+    windows = []
+    for column in active.t().bool():
+        found = column.nonzero()
+        if len(found) == 0:
+            windows.append((0, bucket(1, slots)))
+            continue
+        first, last = int(found[0]), int(found[-1]) + 1
+        size = bucket(last - first, slots)
+        lo = max(0, last - size)
+        windows.append((lo, lo + size))
+    return windows
+
+
 def can_vectorise(model: nn.Module) -> bool:
     return bool(getattr(model, "vmappable", False))
+
+
+def has_convolutions(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
