@@ -12,7 +12,6 @@ import json
 from django import forms
 
 from orchestrator.access import teams_for_creation
-
 from workers.engine.spec import SECTIONS, Spec, SpecError, field_help
 
 # Derived from the algorithm; showing it would only let the two disagree.

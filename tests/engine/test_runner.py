@@ -43,7 +43,10 @@ def test_it_returns_every_round_result_field():
     "changes",
     [
         # momentum, weight decay, FedProx and partial stragglers on the mlp
-        dict(algorithm={"name": "fedprox", "mu": 0.5}, heterogeneity={"straggler_fraction": 0.5, "straggler_policy": "partial"}),
+        dict(
+            algorithm={"name": "fedprox", "mu": 0.5},
+            heterogeneity={"straggler_fraction": 0.5, "straggler_policy": "partial"},
+        ),
         # the CNN (vmap turns its convolutions into grouped ones); a stable step size, since at
         # large ones training amplifies float reordering differences chaotically
         dict(model={"name": "cnn"}, data={"image_size": 28}, local={"lr": 0.02, "momentum": 0.0}),
@@ -74,7 +77,9 @@ def test_it_spreads_groups_over_devices_with_the_same_result():
 
 
 def test_it_counts_dropouts_and_stragglers():
-    sim = Simulation(small(rounds=1, heterogeneity={"dropout": 0.5, "straggler_fraction": 1 / 3, "straggler_policy": "drop"}))
+    sim = Simulation(
+        small(rounds=1, heterogeneity={"dropout": 0.5, "straggler_fraction": 1 / 3, "straggler_policy": "drop"})
+    )
 
     result = sim.run_round()
 
@@ -124,7 +129,9 @@ def test_it_stops_when_a_callback_says_so():
 
 
 def test_it_resumes_from_a_checkpoint_exactly(tmp_path):
-    spec = small(rounds=6, communication={"uplink": "topk", "topk_ratio": 0.05}, algorithm={"name": "fedadam", "server_lr": 0.01})
+    spec = small(
+        rounds=6, communication={"uplink": "topk", "topk_ratio": 0.05}, algorithm={"name": "fedadam", "server_lr": 0.01}
+    )
     straight = Simulation(spec).run()
     first = Simulation(spec)
     first.run(3)
@@ -139,7 +146,9 @@ def test_it_resumes_from_a_checkpoint_exactly(tmp_path):
 
 
 def _cli(*args, cwd=ROOT):
-    out = subprocess.run([sys.executable, "-m", "workers.engine", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "workers.engine", *args], cwd=cwd, capture_output=True, text=True, check=True
+    )
     return [json.loads(line) for line in out.stdout.splitlines()], out.stderr
 
 

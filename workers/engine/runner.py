@@ -121,7 +121,9 @@ class Simulation:
         mode = self.spec.compute.training
         vmappable = can_vectorise(self.model)
         if mode == "vectorized" and not vmappable:
-            raise SpecError("compute.training", f"model {self.spec.model.name} cannot be vectorised; use sequential or auto")
+            raise SpecError(
+                "compute.training", f"model {self.spec.model.name} cannot be vectorised; use sequential or auto"
+            )
         if mode != "auto":
             return mode == "vectorized"
         on_cpu = all(d.type == "cpu" for d in self.devices)
