@@ -53,6 +53,8 @@ class _Replica:
     device: torch.device
     data: FederatedData
     trainer: VectorTrainer | SequentialTrainer
+    payload: torch.Tensor | None = None  # [slots, L] uint8, reused for every group's uplink
+    decoded: torch.Tensor | None = None  # [slots, P] float32
 
 
 class Simulation:
@@ -399,7 +401,8 @@ def make_replica(
         trainer.compile = spec.compute.compile
     else:
         trainer = SequentialTrainer(template, slots, cfg, device)
-    return _Replica(device=device, data=data, trainer=trainer)
+    replica = _Replica(device=device, data=data, trainer=trainer)
+    return replica
 
 
 def max_slots(spec: Spec) -> int:
@@ -431,7 +434,7 @@ def train_plans(
         replica = replicas[k % len(replicas)]
         start = received.to(replica.device, non_blocking=True)
         out = replica.trainer.train(start, plan, replica.data)
-        decoded = _uplink(uplink, residuals, out, plan)
+        decoded = _uplink(uplink, residuals, out, plan, replica)
         w = plan.weights.to(device)
         accumulate_(acc, decoded.to(device, non_blocking=True), w)
         client_loss = out.loss_sum.to(device) / out.steps.to(device).clamp(min=1)
@@ -441,10 +444,18 @@ def train_plans(
     return {"loss": loss, "weight": weight, "samples": samples}
 
 
-def _uplink(codec: Codec, residuals: torch.Tensor | None, out: GroupOutput, plan: GroupPlan) -> torch.Tensor:
+def _uplink(
+    codec: Codec, residuals: torch.Tensor | None, out: GroupOutput, plan: GroupPlan, replica: _Replica
+) -> torch.Tensor:
     """Encode a group's updates to real bytes and decode them; top-k error feedback per client."""
     if residuals is None:
-        return codec.decode(codec.encode(out.delta), check=False)
+        slots = out.delta.shape[0]
+        if replica.payload is None:  # sized once, for the largest group this run can have
+            rows = replica.trainer.group_size
+            replica.payload = torch.empty(rows, codec.payload_bytes(), dtype=torch.uint8, device=out.delta.device)
+            replica.decoded = torch.empty(rows, codec.num_params, device=out.delta.device)
+        payload = codec.encode(out.delta, out=replica.payload[:slots])
+        return codec.decode(payload, check=False, out=replica.decoded[:slots])
     ids = plan.clients.to(residuals.device)
     residual = residuals[ids].to(out.delta.device)
     _payload, decoded, new_residual = compress_with_feedback(codec, out.delta, residual)
