@@ -156,21 +156,7 @@ def workers(live_env, tmp_path):
 @pytest.fixture
 def daphne(live_env, tmp_path):
     """A real daphne server; yields its base URL without scheme (``127.0.0.1:PORT``)."""
-    import urllib.request
-
     port = live.free_port()
-    proc = live.start_daphne(live_env, tmp_path, port)
-
-    def up():
-        try:
-            return urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2).status in (200, 503)
-        except Exception as e:
-            return getattr(e, "code", None) == 503
-
-    try:
-        live.wait_for(up, 60, "daphne")
-    except TimeoutError:
-        proc.stop()
-        raise AssertionError(f"daphne did not start:\n{proc.output()}") from None
+    proc = live.start_daphne(live_env, tmp_path, port, wait=True)
     yield f"127.0.0.1:{port}"
     proc.stop()

@@ -101,6 +101,23 @@ def start_worker(env: dict, logdir: Path, name: str, queues: str = "cpu") -> Pro
     return Process(name, args, env, logdir)
 
 
-def start_daphne(env: dict, logdir: Path, port: int) -> Process:
+def start_daphne(env: dict, logdir: Path, port: int, *, wait: bool = False) -> Process:
+    """A daphne subprocess; with ``wait``, return once /healthz answers (200, or 503 while Redis is off)."""
     args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "fedweb.asgi:application"]
-    return Process("daphne", args, env, logdir)
+    proc = Process("daphne", args, env, logdir)
+    if wait:
+        try:
+            wait_for(lambda: _healthz_answers(port), 60, "daphne")
+        except TimeoutError:
+            proc.stop()
+            raise AssertionError(f"daphne did not start:\n{proc.output()}") from None
+    return proc
+
+
+def _healthz_answers(port: int) -> bool:
+    import urllib.request
+
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2).status in (200, 503)
+    except Exception as e:
+        return getattr(e, "code", None) == 503

@@ -73,21 +73,6 @@ def points(page, chart_id: str) -> int:
 
 def start_daphne(env: dict, logdir: Path, port: int):
     """A daphne server on ``port`` (for tests that stop and restart it); waits until it answers."""
-    import urllib.request
-
     from tests import live
 
-    proc = live.start_daphne(env, logdir, port)
-
-    def up():
-        try:
-            return urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2).status in (200, 503)
-        except Exception as e:
-            return getattr(e, "code", None) == 503
-
-    try:
-        live.wait_for(up, 60, "daphne")
-    except TimeoutError:
-        proc.stop()
-        raise AssertionError(f"daphne did not start:\n{proc.output()}") from None
-    return proc
+    return live.start_daphne(env, logdir, port, wait=True)
