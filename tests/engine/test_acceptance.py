@@ -162,3 +162,25 @@ def test_it_trains_with_fp16_loss_scaling():
     assert all(np.isfinite(r.train_loss) for r in results)
     assert results[-1].train_loss < results[0].train_loss
     assert sim.replicas[0].trainer.scaler.scale > 1
+
+
+@pytest.mark.slow
+def test_it_compiles_the_vectorised_step_with_the_same_result():
+    # The real torch.compile (Inductor, on the CPU here): one compiled step per slot count.
+    spec = Spec.from_dict(
+        {
+            "rounds": 2,
+            "data": {"dataset": "digits", "num_clients": 20, "image_size": 8},
+            "model": {"name": "mlp", "hidden": 32},
+            "participation": {"clients_per_round": 6},
+            "compute": {"device": "cpu", "client_group_size": 4, "training": "vectorized"},
+        }
+    )
+    compiled = Simulation(spec.replace(compute={"compile": True}))
+    eager = Simulation(spec)
+
+    a, b = compiled.run(), eager.run()
+
+    assert [r.train_loss for r in a] == pytest.approx([r.train_loss for r in b], rel=1e-5)
+    assert (compiled.global_flat - eager.global_flat).abs().max().item() <= 1e-5
+    assert 1 <= compiled.cache_info()["cpu#0.vmapped_steps"] <= 3  # slot counts 4, 2 (and 1)
