@@ -36,7 +36,7 @@ class LocalConfig:
 class GroupOutput:
     """What a group's training leaves behind; all on the device, read once per round."""
 
-    delta: torch.Tensor  # [slots, P] w_client - w_start (padding rows are garbage, weight 0)
+    delta: torch.Tensor  # [slots, P] w_client - w_start (padding rows are zero and carry weight 0)
     loss_sum: torch.Tensor  # [slots] summed batch losses
     steps: torch.Tensor  # [slots] steps taken
     samples: torch.Tensor  # [] samples processed
@@ -145,7 +145,7 @@ class VectorTrainer:
         self.W = torch.empty(group_size, P, device=device)
         self.buf = torch.zeros(group_size, P, device=device) if cfg.momentum else None
         self.scaler = LossScaler(cfg.precision == "fp16")
-        self._steps: dict[int, object] = {}  # slot count -> vmapped step (bounded: see plan.bucket)
+        self._steps: dict[int, object] = {}  # window size -> compiled step (powers of two: bounded)
         self.compile = False
 
     @property
@@ -176,7 +176,7 @@ class VectorTrainer:
 
             def loss(w, x, y, m):
                 # Differentiating with respect to the flat weights makes vmap(grad) return one
-                # [G, P] gradient: no per-parameter gradients to concatenate every step.
+                # [G, P] gradient, ready for the flat update (split's backward assembles it).
                 with _autocast(device, precision):
                     out = functional_call(model, unflatten(w), (x,))
                 per_sample = task_loss(out, y)
@@ -218,7 +218,10 @@ class VectorTrainer:
 
 
 class SequentialTrainer:
-    """Trains clients one after another on the model itself (for models vmap cannot handle).
+    """Trains clients one after another on the model itself.
+
+    Used for models vmap cannot handle, and by ``training: auto`` for CNNs on a CPU (where one
+    client's batch runs faster than a vmapped, grouped convolution).
 
     The model's parameters are views of ``self.w`` (see :func:`bind_flat`), so loading a client's
     starting weights is one copy and the update rule is the same flat :func:`sgd_update_`.
