@@ -307,5 +307,8 @@ def can_vectorise(model: nn.Module) -> bool:
     return bool(getattr(model, "vmappable", False))
 
 
-def has_convolutions(model: nn.Module) -> bool:
-    return any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
+def vectorises_well_on_cpu(model: nn.Module) -> bool:
+    """Dense feed-forward models: on a CPU, vmap makes convolutions grouped (slow in oneDNN) and
+    has no batching rule for attention (it loops per client), so those train faster one by one."""
+    has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
+    return not has_conv and not getattr(model, "takes_tokens", False)

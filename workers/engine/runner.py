@@ -27,8 +27,8 @@ from workers.engine.client import (
     VectorTrainer,
     bind_flat,
     can_vectorise,
-    has_convolutions,
     task_loss,
+    vectorises_well_on_cpu,
 )
 from workers.engine.codecs import Codec, compress_with_feedback, make_codec
 from workers.engine.data import build_data
@@ -117,8 +117,9 @@ class Simulation:
         On a GPU vectorising always pays (many small kernels become a few large ones). On a CPU
         it pays for dense models, where per-client Python overhead dominates, but not for
         convolutions: vmap turns them into grouped convolutions, which oneDNN runs about half as
-        fast per sample as one client's batch (measured on quickstart: 0.45x vs 0.85x of a
-        plain loop), so ``auto`` trains CNNs on a CPU one client at a time.
+        fast per sample as one client's batch (measured on quickstart: 0.44x vs 1.0x of a
+        plain loop), and attention has no vmap batching rule on CPU, so ``auto`` trains CNNs and
+        language models on a CPU one client at a time.
         """
         mode = self.spec.compute.training
         vmappable = can_vectorise(self.model)
@@ -129,7 +130,7 @@ class Simulation:
         if mode != "auto":
             return mode == "vectorized"
         on_cpu = all(d.type == "cpu" for d in self.devices)
-        return vmappable and not (on_cpu and has_convolutions(self.model))
+        return vmappable and (not on_cpu or vectorises_well_on_cpu(self.model))
 
     def _replica(self, device: torch.device, data: FederatedData) -> _Replica:
         on_device = data.to(device) if fits_on(device, data.nbytes()) else data.to(device, pin=True)
