@@ -232,6 +232,40 @@ REQUIRED_KEYS = (
 )
 
 
+def whole_run_seconds(
+    run: EngineRun, summary: dict[str, Any], opts: Options, *, full_samples_per_round: float, full_rounds: int
+) -> tuple[float | None, bool]:
+    """(seconds for the whole full-size run, whether that figure is extrapolated).
+
+    A full-size run counts set-up and every round, warm-up included (the anchors time the whole
+    run); a small run's per-round time is scaled up with :func:`extrapolate_round_seconds`.
+    """
+    if opts.size == "full":
+        return run.setup_seconds + sum(r.round_seconds for r in run.warmup + run.results), False
+    per_round = extrapolate_round_seconds(summary, full_samples_per_round)
+    return (per_round * full_rounds if per_round else None), True
+
+
+def femnist_spec(*, num_clients: int, mean_samples: int, clients: int, rounds: int, eval_every: int) -> Spec:
+    """FEMNIST-shaped writers (62 classes, natural partition) trained with the 2-conv CNN, batch 20."""
+    return Spec.from_dict(
+        {
+            "rounds": rounds,
+            "data": {
+                "dataset": "synthetic_images",
+                "num_clients": num_clients,
+                "partition": "natural",
+                "num_classes": 62,
+                "mean_samples": mean_samples,
+            },
+            "model": {"name": "cnn"},
+            "participation": {"clients_per_round": clients},
+            "local": {"epochs": 1, "batch_size": 20, "lr": 0.05},
+            "evaluation": {"every": eval_every},
+        }
+    )
+
+
 def extrapolate_round_seconds(summary: dict[str, Any], full_samples_per_round: float) -> float | None:
     """Full-size seconds per round from a small run, scaled linearly by samples per round.
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.common import Options, apply_options, extrapolate_round_seconds, run_engine, summarise
+from benchmarks.common import Options, apply_options, femnist_spec, run_engine, summarise, whole_run_seconds
 from workers.engine.spec import Spec
 
 NAME = "flute_femnist"
@@ -23,21 +23,12 @@ SIZES = {
 
 def workload(opts: Options) -> Spec:
     size = SIZES[opts.size]
-    spec = Spec.from_dict(
-        {
-            "rounds": size["rounds"],
-            "data": {
-                "dataset": "synthetic_images",
-                "num_clients": size["num_clients"],
-                "partition": "natural",
-                "num_classes": 62,
-                "mean_samples": size["mean_samples"],
-            },
-            "model": {"name": "cnn"},
-            "participation": {"clients_per_round": size["clients"]},
-            "local": {"epochs": 1, "batch_size": 20, "lr": 0.05},
-            "evaluation": {"every": 100 if opts.size == "full" else 1_000_000},
-        }
+    spec = femnist_spec(
+        num_clients=size["num_clients"],
+        mean_samples=size["mean_samples"],
+        clients=size["clients"],
+        rounds=size["rounds"],
+        eval_every=100 if opts.size == "full" else 1_000_000,
     )
     return apply_options(spec, opts, client_group_size=size["clients"])
 
@@ -46,13 +37,10 @@ def run(opts: Options) -> dict[str, Any]:
     spec = workload(opts)
     run_ = run_engine(spec, warmup=1, desc=NAME)
     summary = summarise(run_, opts.precision)
-    extrapolated = opts.size != "full"
-    if extrapolated:
-        per_round = extrapolate_round_seconds(summary, FULL_CLIENTS * FULL_MEAN_SAMPLES)
-        total = per_round * FULL_ROUNDS if per_round else None
-    else:
-        # Every round counts here, the warm-up one included: FLUTE's figure is the whole run.
-        total = run_.setup_seconds + sum(r.round_seconds for r in run_.warmup + run_.results)
+    # FLUTE's figure is the whole run: set-up and every round, the warm-up one included.
+    total, extrapolated = whole_run_seconds(
+        run_, summary, opts, full_samples_per_round=FULL_CLIENTS * FULL_MEAN_SAMPLES, full_rounds=FULL_ROUNDS
+    )
     ratio = ANCHOR_SECONDS / total if total else None
     label = "EXTRAPOLATED full-size " if extrapolated else ""
     return {

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cifar_files import real_cifar_path, write_generated_cifar
-from benchmarks.common import Options, apply_options, extrapolate_round_seconds, run_engine, summarise
+from benchmarks.common import Options, apply_options, run_engine, summarise, whole_run_seconds
 from workers.engine.spec import Spec
 
 NAME = "pfl_cifar10"
@@ -58,12 +58,9 @@ def run(opts: Options) -> dict[str, Any]:
         spec = workload(opts, path)
         run_ = run_engine(spec, warmup=1, desc=NAME)
     summary = summarise(run_, opts.precision)
-    extrapolated = opts.size != "full"
-    if extrapolated:
-        per_round = extrapolate_round_seconds(summary, FULL_CLIENTS * FULL_IMAGES)
-        total = per_round * FULL_ROUNDS if per_round else None
-    else:
-        total = run_.setup_seconds + sum(r.round_seconds for r in run_.warmup + run_.results)
+    total, extrapolated = whole_run_seconds(
+        run_, summary, opts, full_samples_per_round=FULL_CLIENTS * FULL_IMAGES, full_rounds=FULL_ROUNDS
+    )
     ratio = TARGET_SECONDS / total if total else None
     label = "EXTRAPOLATED full-size " if extrapolated else ""
     return {

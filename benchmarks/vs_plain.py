@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import Options, apply_options, peak_tflops
+from benchmarks.common import Options, apply_options, femnist_spec, peak_tflops
 from benchmarks.engine_throughput import compare
 from workers.engine.data import build_data
 from workers.engine.models import build_model, flops_per_sample
@@ -29,20 +29,12 @@ SIZES = {
 
 def workload(opts: Options) -> Spec:
     size = SIZES[opts.size]
-    spec = Spec.from_dict(
-        {
-            "data": {
-                "dataset": "synthetic_images",
-                "num_clients": size["num_clients"],
-                "partition": "natural",
-                "num_classes": 62,
-                "mean_samples": size["mean_samples"],
-            },
-            "model": {"name": "cnn"},
-            "participation": {"clients_per_round": size["clients"]},
-            "local": {"epochs": 1, "batch_size": 20, "lr": 0.05},
-            "evaluation": {"every": 1_000_000},
-        }
+    spec = femnist_spec(
+        num_clients=size["num_clients"],
+        mean_samples=size["mean_samples"],
+        clients=size["clients"],
+        rounds=size["warmup"] + size["timed"],
+        eval_every=1_000_000,
     )
     # "auto": the engine's own choice for the device (vectorised on GPUs; on CPUs, CNNs one client
     # at a time, since vmapped convolutions run slower there).

@@ -18,6 +18,19 @@ from workers.engine.spec import Spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# Two rounds of 6 of 20 clients on 8x8 digits with a small mlp: a second or two on a CPU.
+TINY = {
+    "rounds": 2,
+    "data": {"dataset": "digits", "num_clients": 20, "image_size": 8},
+    "model": {"name": "mlp", "hidden": 32},
+    "participation": {"clients_per_round": 6},
+    "compute": {"device": "cpu", "client_group_size": 4},
+}
+
+
+def tiny(**changes) -> Spec:
+    return Spec.from_dict(TINY).replace(**changes)
+
 
 def _cli(*args: str) -> tuple[list[dict], str]:
     out = subprocess.run(
@@ -124,17 +137,7 @@ def test_it_prints_the_bytes_per_client_of_each_codec_for_lm14m():
 
 @pytest.mark.slow
 def test_it_trains_in_a_child_process_with_the_same_result():
-    spec = Spec.from_dict(
-        {
-            "rounds": 2,
-            "data": {"dataset": "digits", "num_clients": 20, "image_size": 8},
-            "model": {"name": "mlp", "hidden": 32},
-            "participation": {"clients_per_round": 6},
-            "local": {"momentum": 0.9},
-            "communication": {"uplink": "topk", "topk_ratio": 0.1},
-            "compute": {"device": "cpu", "client_group_size": 4},
-        }
-    )
+    spec = tiny(local={"momentum": 0.9}, communication={"uplink": "topk", "topk_ratio": 0.1})
     isolated = Simulation(spec.replace(compute={"isolation": "process"}))
     inline = Simulation(spec)
 
@@ -146,15 +149,7 @@ def test_it_trains_in_a_child_process_with_the_same_result():
 
 
 def test_it_trains_with_fp16_loss_scaling():
-    spec = Spec.from_dict(
-        {
-            "rounds": 2,
-            "data": {"dataset": "digits", "num_clients": 20, "image_size": 8},
-            "model": {"name": "mlp", "hidden": 32},
-            "participation": {"clients_per_round": 6},
-            "compute": {"device": "cpu", "precision": "fp16", "client_group_size": 8},
-        }
-    )
+    spec = tiny(compute={"precision": "fp16", "client_group_size": 8})
     sim = Simulation(spec)
 
     results = sim.run()
@@ -167,15 +162,7 @@ def test_it_trains_with_fp16_loss_scaling():
 @pytest.mark.slow
 def test_it_compiles_the_vectorised_step_with_the_same_result():
     # The real torch.compile (Inductor, on the CPU here): one compiled step per slot count.
-    spec = Spec.from_dict(
-        {
-            "rounds": 2,
-            "data": {"dataset": "digits", "num_clients": 20, "image_size": 8},
-            "model": {"name": "mlp", "hidden": 32},
-            "participation": {"clients_per_round": 6},
-            "compute": {"device": "cpu", "client_group_size": 4, "training": "vectorized"},
-        }
-    )
+    spec = tiny(compute={"training": "vectorized"})
     compiled = Simulation(spec.replace(compute={"compile": True}))
     eager = Simulation(spec)
 
