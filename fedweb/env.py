@@ -158,3 +158,12 @@ def _redis_db(raw: str, url: str) -> int:
     if not raw.isdigit() or int(raw) > 14:
         raise ImproperlyConfigured(f"REDIS_URL {url!r}: the database number must be 0..14 (n + 1 is also used)")
     return int(raw)
+
+
+def broker_url(explicit: str, redis_broker: str) -> str:
+    """CELERY_BROKER_URL if set (``amqp://`` for RabbitMQ, or a ``redis://`` URL), else Redis."""
+    if not explicit:
+        return redis_broker
+    if urlsplit(explicit).scheme not in ("amqp", "amqps", "pyamqp", "redis", "rediss"):
+        raise ImproperlyConfigured(f"CELERY_BROKER_URL must start with amqp:// or redis://, not {explicit!r}")
+    return explicit

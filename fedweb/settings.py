@@ -2,7 +2,9 @@
 
 from pathlib import Path
 
-from fedweb.env import database_config, env_bool, env_int, env_list, env_str, redis_urls, secret_key
+from django.core.exceptions import ImproperlyConfigured
+
+from fedweb.env import broker_url, database_config, env_bool, env_int, env_list, env_str, redis_urls, secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -20,6 +22,10 @@ CHECKPOINT_KEEP = env_int("CHECKPOINT_KEEP", 3, min_value=1)
 # A worker whose last heartbeat is older than this is shown as lost.
 WORKER_LOST_AFTER = env_int("WORKER_LOST_AFTER", 60, min_value=1)
 HEARTBEAT_INTERVAL = env_int("HEARTBEAT_INTERVAL", 5, min_value=1)
+if HEARTBEAT_INTERVAL >= WORKER_LOST_AFTER:
+    raise ImproperlyConfigured("HEARTBEAT_INTERVAL must be shorter than WORKER_LOST_AFTER")
+# A round sent but claimed by no worker for this long is sent again (a lost message; harmless if not).
+ROUND_RESEND_AFTER = env_int("ROUND_RESEND_AFTER", 300, min_value=1)
 
 INSTALLED_APPS = [
     "daphne",  # first, so `runserver` serves ASGI (WebSockets) too
@@ -132,16 +138,21 @@ CHANNEL_LAYERS = {
     }
 }
 
-CELERY_BROKER_URL = _BROKER_URL
-CELERY_BROKER_TRANSPORT_OPTIONS = {
-    # How long an unacknowledged round stays with a worker before Redis hands it to another one:
-    # this is what brings back the round of a killed worker. Must exceed the longest round.
-    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, min_value=1),
-    # Look for such abandoned rounds every N seconds (kombu's default sweep is ~100 s).
-    "unacked_restore_interval": env_int("CELERY_RESTORE_INTERVAL", 10, min_value=1),
-    "unacked_restore_throttle": 1,
-    "global_keyprefix": REDIS_PREFIX,
-}
+# Redis by default (database n of REDIS_URL); RabbitMQ with CELERY_BROKER_URL=amqp://...
+CELERY_BROKER_URL = broker_url(env_str("CELERY_BROKER_URL"), _BROKER_URL)
+if CELERY_BROKER_URL.startswith(("redis", "rediss", "unix")):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        # How long an unacknowledged round stays with a worker before Redis hands it out again.
+        # Heartbeats bring a dead worker's round back much sooner (WORKER_LOST_AFTER); the copy
+        # Redis restores later is then a harmless duplicate. Keep it above the longest round.
+        "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, min_value=1),
+        "unacked_restore_interval": env_int("CELERY_RESTORE_INTERVAL", 10, min_value=1),
+        "unacked_restore_throttle": 1,
+        "global_keyprefix": REDIS_PREFIX,
+    }
+else:
+    # RabbitMQ returns an unacknowledged round to its queue as soon as the worker's connection drops.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ACKS_LATE = True  # a round is acknowledged only after it is recorded
 CELERY_TASK_REJECT_ON_WORKER_LOST = True  # ... and re-queued when the worker dies mid-round

@@ -8,12 +8,16 @@ race on the same row and exactly one of them wins.
 from __future__ import annotations
 
 import secrets
+import shutil
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
-from django.db import models
-from django.db.models import F
+from django.db import models, transaction
+from django.db.models import F, Q
 from django.db.models.functions import Coalesce
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 from django.utils import timezone
 
 from workers.engine.result import ROUND_RESULT_FIELDS
@@ -71,7 +75,17 @@ class Experiment(models.Model):
     queue = models.CharField(max_length=64, blank=True)
     priority = models.IntegerField(default=0)
     error = models.TextField(blank=True)
-    worker = models.CharField(max_length=255, blank=True)  # hostname that ran the last round
+    worker = models.CharField(max_length=255, blank=True)  # hostname that ran (or runs) the last round
+    # The round in flight: claimed by ``worker``'s process ``claim_pid`` until ``lease_expires``. The
+    # worker's heartbeat renews the lease while that process lives; an expired lease frees the round.
+    claimed_round = models.PositiveIntegerField(default=0)
+    claim_pid = models.IntegerField(null=True, blank=True)
+    lease_expires = models.DateTimeField(null=True, blank=True)
+    # The last round sent to the broker, and when: lets the reconciler find rounds that were lost.
+    dispatched_round = models.PositiveIntegerField(default=0)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    # Set after a CUDA out-of-memory error halved the spec's client group size; rebuilds keep it.
+    client_group_size = models.PositiveIntegerField(null=True, blank=True)
     created = models.DateTimeField(default=timezone.now)
     queued_at = models.DateTimeField(null=True, blank=True)
     started = models.DateTimeField(null=True, blank=True)
@@ -180,7 +194,7 @@ class Experiment(models.Model):
 
     def start(self, *, by: str = "", enqueue: bool = True) -> bool:
         """Queue a draft. ``enqueue=False`` is for running it in this process (``--inline``)."""
-        from orchestrator.scheduling import enqueue_next, pick_queue
+        from orchestrator.scheduling import dispatch_round, pick_queue
 
         queue = pick_queue(self.spec_obj()) if enqueue else "inline"
         if not self._transition([Status.DRAFT], status=Status.QUEUED, queue=queue, queued_at=timezone.now()):
@@ -188,7 +202,7 @@ class Experiment(models.Model):
         self.log("info", f"Queued on '{queue}'" + (f" by {by}" if by else ""))
         self._status_changed()
         if enqueue:
-            enqueue_next(self)
+            dispatch_round(self, 1)
         return True
 
     def pause(self, *, by: str = "") -> bool:
@@ -200,13 +214,14 @@ class Experiment(models.Model):
         return True
 
     def resume(self, *, by: str = "") -> bool:
-        from orchestrator.scheduling import enqueue_next
+        from orchestrator.scheduling import dispatch_round
 
         if not self._transition([Status.PAUSED], status=Status.QUEUED, queued_at=timezone.now()):
             return False
         self.log("info", f"Resumed at round {self.current_round + 1}" + (f" by {by}" if by else ""))
         self._status_changed()
-        enqueue_next(self)
+        # Forced: a copy sent before the pause may have been lost meanwhile; a duplicate is harmless.
+        dispatch_round(self, self.current_round + 1, force=True)
         return True
 
     def cancel(self, *, by: str = "") -> bool:
@@ -220,12 +235,32 @@ class Experiment(models.Model):
 
     # -- used by the round task ----------------------------------------------------------------
 
-    def claim(self, round_number: int, worker: str) -> bool:
-        """May this worker run ``round_number`` now? False for duplicate, late or stopped deliveries."""
+    def claim(self, round_number: int, worker: str, pid: int) -> bool:
+        """May this worker process run ``round_number`` now?
+
+        Yes only if the run is active, the round is the next one, and no live process holds it
+        (never claimed, or its holder's lease ran out). False for duplicate, late or stopped
+        deliveries, so two copies of a round never both do the work.
+        """
+        now = timezone.now()
+        free = Q(claimed_round__lt=round_number) | Q(lease_expires__lt=now) | Q(lease_expires__isnull=True)
         return bool(
-            Experiment.objects.filter(pk=self.pk, status__in=ACTIVE, current_round=round_number - 1).update(
-                status=Status.RUNNING, worker=worker, started=Coalesce(F("started"), timezone.now())
+            Experiment.objects.filter(free, pk=self.pk, status__in=ACTIVE, current_round=round_number - 1).update(
+                status=Status.RUNNING,
+                worker=worker,
+                claimed_round=round_number,
+                claim_pid=pid,
+                lease_expires=now + timedelta(seconds=settings.WORKER_LOST_AFTER),
+                started=Coalesce(F("started"), now),
             )
+        )
+
+    def round_in_flight(self) -> bool:
+        """Is a live worker process training this experiment's next round right now?"""
+        return (
+            self.claimed_round > self.current_round
+            and self.lease_expires is not None
+            and self.lease_expires >= timezone.now()
         )
 
     def advance(self, round_number: int) -> bool:
@@ -233,7 +268,9 @@ class Experiment(models.Model):
 
         No status filter: a round that finished after a pause or cancel request still counts.
         """
-        won = Experiment.objects.filter(pk=self.pk, current_round=round_number - 1).update(current_round=round_number)
+        won = Experiment.objects.filter(pk=self.pk, current_round=round_number - 1).update(
+            current_round=round_number, lease_expires=None
+        )
         self.refresh_from_db()
         return bool(won)
 
@@ -337,6 +374,19 @@ class Event(models.Model):
 
     class Meta:
         ordering = ["time", "id"]
+
+
+def checkpoint_folder(experiment_id: int) -> Path:
+    """Where an experiment's checkpoint files live (shared by the web process and the workers)."""
+    return settings.FEDWEB_DATA_DIR / "checkpoints" / str(experiment_id)
+
+
+@receiver(post_delete, sender=Experiment)
+def _delete_checkpoint_files(sender, instance: Experiment, **kwargs) -> None:
+    # After the commit: a rolled-back delete must not lose the files. Any way of deleting (page,
+    # API, admin, a cascade from its owner) comes through here.
+    folder = checkpoint_folder(instance.pk)
+    transaction.on_commit(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 class Worker(models.Model):

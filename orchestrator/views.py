@@ -40,8 +40,13 @@ LIST_LIMIT = 500
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    """Database, Redis and live workers. 200 when the database and Redis answer, else 503."""
+    """Database, Redis, the broker (when it is not that Redis) and live workers.
+    200 when all answer, else 503."""
+    from django.conf import settings
+
     checks = {"database": _check_database(), "redis": _check_redis()}
+    if not settings.CELERY_BROKER_URL.startswith(("redis", "unix")):
+        checks["broker"] = _check_broker()
     live = list(Worker.live().values("hostname", "queue", "last_heartbeat")) if checks["database"] == "ok" else []
     ok = all(value == "ok" for value in checks.values())
     body = {"status": "ok" if ok else "error", **checks, "workers": len(live), "live_workers": live}
@@ -62,8 +67,19 @@ def _check_redis() -> str:
     from django.conf import settings
 
     try:
-        client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_connect_timeout=2, socket_timeout=2)
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
         client.ping()
+        return "ok"
+    except Exception as e:
+        return f"error: {e}"
+
+
+def _check_broker() -> str:
+    from fedweb.celery import app
+
+    try:
+        with app.connection_for_read() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
         return "ok"
     except Exception as e:
         return f"error: {e}"

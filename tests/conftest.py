@@ -40,11 +40,11 @@ def _isolated(request, settings, tmp_path, monkeypatch):
     if request.node.get_closest_marker("integration"):
         return
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    # Unit tests never reach a broker: enqueued rounds are recorded for the test to inspect.
-    from workers.tasks import run_round
+    # Unit tests never reach a broker: sent rounds are recorded for the test to inspect.
+    from fedweb.celery import app
 
     sent: list[tuple] = []
-    monkeypatch.setattr(run_round, "apply_async", lambda args, **kw: sent.append((tuple(args), kw)))
+    monkeypatch.setattr(app, "send_task", lambda name, args, **kw: sent.append((tuple(args), kw)))
     request.node.enqueued = sent
 
 
@@ -78,19 +78,33 @@ def redis_url(tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture
-def live_env(redis_url, transactional_db, settings, tmp_path):
-    """Environment for worker/daphne subprocesses, and this process pointed at the same Redis.
+RABBITMQ_URL = os.environ.get("RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//")
 
-    A unique key prefix keeps this run's queues and groups apart from anyone sharing the Redis.
+
+@pytest.fixture
+def broker(request) -> str:
+    """``redis`` (the default) or ``amqp``: parametrize a test indirectly to run it on RabbitMQ."""
+    kind = getattr(request, "param", "redis")
+    if kind == "amqp" and not live.amqp_answers(RABBITMQ_URL):
+        pytest.skip(f"RabbitMQ does not answer at {RABBITMQ_URL} (set RABBITMQ_URL to run this on it)")
+    return kind
+
+
+@pytest.fixture
+def live_env(redis_url, broker, transactional_db, settings, tmp_path):
+    """Environment for worker/daphne subprocesses, and this process pointed at the same broker.
+
+    A unique key prefix (Redis) or unique queue names (RabbitMQ) keep this run's queues and
+    groups apart from anyone sharing those servers.
     """
     from django.db import connection
 
     from fedweb.celery import app
     from fedweb.env import redis_urls
 
-    prefix = f"fedweb-test-{uuid.uuid4().hex[:8]}:"
-    broker, channels = redis_urls(redis_url)
+    suffix = uuid.uuid4().hex[:8]
+    prefix = f"fedweb-test-{suffix}:"
+    broker_url, channels = redis_urls(redis_url)
     settings.CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -98,8 +112,12 @@ def live_env(redis_url, transactional_db, settings, tmp_path):
         }
     }
     saved = app.conf.broker_url, app.conf.broker_transport_options
-    app.conf.broker_url = broker
-    app.conf.broker_transport_options = {**saved[1], "global_keyprefix": prefix}
+    if broker == "amqp":
+        broker_url, options = RABBITMQ_URL, {}
+        settings.FEDWEB_QUEUES = [f"cpu-{suffix}", f"gpu-{suffix}"]
+    else:
+        options = {**saved[1], "global_keyprefix": prefix}
+    app.conf.broker_url, app.conf.broker_transport_options = broker_url, options
     _reset_celery_connections(app)
     env = {
         **{k: v for k, v in os.environ.items() if k != "SECRET_KEY_FILE"},
@@ -111,14 +129,21 @@ def live_env(redis_url, transactional_db, settings, tmp_path):
         "FEDWEB_DATA_DIR": str(settings.FEDWEB_DATA_DIR),
         "CHECKPOINT_EVERY": "2",
         "CHECKPOINT_KEEP": "2",
+        # A dead worker's round comes back after WORKER_LOST_AFTER (the lease), not the broker's
+        # visibility timeout, which stays at its default of an hour here.
         "HEARTBEAT_INTERVAL": "1",
-        "CELERY_VISIBILITY_TIMEOUT": "6",
-        "CELERY_RESTORE_INTERVAL": "1",
+        "WORKER_LOST_AFTER": "5",
+        "FEDWEB_QUEUES": ",".join(settings.FEDWEB_QUEUES),
         "PYTHONUNBUFFERED": "1",
         "OMP_NUM_THREADS": "1",
     }
+    if broker == "amqp":
+        env["CELERY_BROKER_URL"] = RABBITMQ_URL
     settings.CHECKPOINT_EVERY, settings.CHECKPOINT_KEEP = 2, 2
+    settings.HEARTBEAT_INTERVAL, settings.WORKER_LOST_AFTER = 1, 5
     yield env
+    if broker == "amqp":
+        live.delete_amqp_queues(RABBITMQ_URL, settings.FEDWEB_QUEUES)
     app.conf.broker_url, app.conf.broker_transport_options = saved
     _reset_celery_connections(app)
 
@@ -132,18 +157,23 @@ def _reset_celery_connections(app):
 @pytest.fixture
 def workers(live_env, tmp_path):
     """Start Celery workers: ``workers.start("w1")``; all are stopped at the end of the test."""
+    from django.utils import timezone
+
     from orchestrator.models import Worker
 
     started: list[live.Process] = []
 
     class Workers:
-        def start(self, name: str = "w1", queues: str = "cpu") -> live.Process:
-            proc = live.start_worker(live_env, tmp_path, name, queues)
+        def start(self, name: str = "w1", queues: str | None = None, **extra_env: str) -> live.Process:
+            from django.conf import settings
+
+            env = {**live_env, **extra_env}
+            since = timezone.now()  # a worker restarted under the same name must beat anew
+            proc = live.start_worker(env, tmp_path, name, queues or settings.FEDWEB_QUEUES[0])
             started.append(proc)
+            ready = Worker.objects.filter(hostname__startswith=f"{name}@", last_heartbeat__gte=since)
             try:
-                live.wait_for(
-                    lambda: Worker.objects.filter(hostname__startswith=f"{name}@").exists(), 60, f"worker {name}"
-                )
+                live.wait_for(ready.exists, 60, f"worker {name}")
             except TimeoutError:
                 raise AssertionError(f"worker {name} did not start:\n{proc.output()}") from None
             return proc

@@ -47,6 +47,27 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
+def amqp_answers(url: str) -> bool:
+    from kombu import Connection
+
+    try:
+        with Connection(url, connect_timeout=2) as conn:
+            conn.ensure_connection(max_retries=1)
+        return True
+    except Exception:
+        return False
+
+
+def delete_amqp_queues(url: str, queues: list[str]) -> None:
+    """Remove a test's uniquely named RabbitMQ queues (RabbitMQ keeps durable queues forever)."""
+    from kombu import Connection
+
+    with Connection(url, connect_timeout=2) as conn:
+        channel = conn.default_channel
+        for queue in queues:
+            channel.queue_delete(queue)
+
+
 def database_url(settings_dict: dict) -> str:
     """The URL of the (test) database the test process is using, for the subprocesses."""
     if settings_dict["ENGINE"].endswith("sqlite3"):
@@ -62,6 +83,10 @@ class Process:
     def __init__(self, name: str, args: list[str], env: dict, logdir: Path):
         self.name = name
         self.log_path = logdir / f"{name}.log"
+        restarts = 1
+        while self.log_path.exists():  # the same name started again: keep the earlier log
+            restarts += 1
+            self.log_path = logdir / f"{name}-{restarts}.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             args, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True

@@ -1,4 +1,7 @@
-"""Worker heartbeats: every few seconds a worker records itself, its queues and its GPUs.
+"""Worker heartbeats: every few seconds a worker records itself, its queues and its GPUs, renews
+the leases of the rounds its processes are running, and re-sends rounds that were lost
+(``orchestrator.scheduling.reconcile``), so a dead worker's round restarts within
+``WORKER_LOST_AFTER`` seconds on any live worker.
 
 Runs as a daemon thread in the worker's main process, started by Celery's ``worker_ready``
 signal. GPUs are read through NVML, never ``torch.cuda``: initialising CUDA in the parent would
@@ -21,12 +24,27 @@ def _start(sender, **kwargs):
     hostname = sender.hostname
     queues = ",".join(sorted(sender.app.amqp.queues.consume_from or sender.app.amqp.queues))
     _stop.clear()
+    _forget_previous_life(hostname)
     threading.Thread(target=_loop, args=(hostname, queues), name="fedweb-heartbeat", daemon=True).start()
 
 
 @worker_shutdown.connect
 def _shutdown(**kwargs):
     _stop.set()
+
+
+def _forget_previous_life(hostname: str) -> None:
+    """A worker restarted under the same name runs nothing yet, whatever its dead self held."""
+    from django.db import close_old_connections
+
+    from orchestrator.models import Worker
+
+    try:
+        Worker.objects.filter(hostname=hostname).update(current_experiment=None)
+    except Exception:
+        log.warning("could not reset this worker's row", exc_info=True)
+    finally:
+        close_old_connections()
 
 
 def _loop(hostname: str, queues: str) -> None:
@@ -47,14 +65,25 @@ def _loop(hostname: str, queues: str) -> None:
 def beat(hostname: str, queues: str):
     from django.utils import timezone
 
-    from orchestrator import events
+    from orchestrator import events, scheduling
     from orchestrator.models import Worker
 
     worker, _ = Worker.objects.update_or_create(
         hostname=hostname, defaults={"queue": queues, "devices": gpu_devices(), "last_heartbeat": timezone.now()}
     )
+    # Only rounds run by processes alive under this one keep their lease: a pool child that died
+    # (OOM-killed) stops renewing at once, and so does a worker restarted under the same name.
+    scheduling.renew_leases(hostname, _live_pids())
     events.publish_worker(worker)
+    scheduling.reconcile()
     return worker
+
+
+def _live_pids() -> list[int]:
+    import psutil
+
+    me = psutil.Process()
+    return [me.pid, *(child.pid for child in me.children(recursive=True))]
 
 
 def gpu_devices() -> list[dict]:

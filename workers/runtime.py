@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from django.conf import settings
 
-from orchestrator.models import Checkpoint, Experiment
+from orchestrator.models import Checkpoint, Experiment, checkpoint_folder
 from workers.engine.result import RoundResult
 from workers.engine.runner import Simulation
 from workers.reporting import Report
@@ -51,6 +51,9 @@ def run_round(experiment: Experiment, round_number: int, report: Report) -> tupl
             if entry.group_size <= 1:
                 raise RoundFailed(f"Out of GPU memory in round {round_number}, even with client group size 1") from None
             group_size = max(1, entry.group_size // 2)
+            # Stored, so a rebuild on any worker (after a crash, from a checkpoint) keeps it.
+            Experiment.objects.filter(pk=experiment.pk).update(client_group_size=group_size)
+            experiment.client_group_size = group_size
             report(
                 "warning", f"Out of GPU memory in round {round_number}; retrying with client group size {group_size}"
             )
@@ -65,7 +68,7 @@ def _simulation_for(experiment: Experiment, round_number: int, report: Report, g
         entry.sim.close()
         entry = None
     if entry is None:
-        entry = _rebuild(experiment, want, report, group_size)
+        entry = _rebuild(experiment, want, report, group_size or experiment.client_group_size)
     _cache[experiment.pk] = entry
     while len(_cache) > CACHE_SIZE:
         _, evicted = _cache.popitem(last=False)
@@ -111,7 +114,7 @@ def checkpoint_due(round_number: int, total_rounds: int) -> bool:
 
 def save_checkpoint(experiment: Experiment, sim: Simulation) -> Checkpoint:
     """Write the simulation's state atomically, record it, and keep only the newest few files."""
-    folder = settings.FEDWEB_DATA_DIR / "checkpoints" / str(experiment.pk)
+    folder = checkpoint_folder(experiment.pk)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"round-{sim.round:06d}.safetensors"
     tmp = folder / f".round-{sim.round:06d}.tmp"

@@ -1,33 +1,42 @@
-"""Celery tasks. Thin: claim, call the engine, record, enqueue the next round."""
+"""Celery tasks. Thin: claim, call the engine, record, send the next round."""
 
 from __future__ import annotations
 
 import logging
+import os
 
 from celery import shared_task
 
 log = logging.getLogger(__name__)
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True)
+@shared_task(name="workers.tasks.run_round", acks_late=True, reject_on_worker_lost=True)
 def run_round(experiment_id: int, round_number: int) -> None:
-    from orchestrator.scheduling import enqueue_next
-
-    experiment = execute_round(experiment_id, round_number, worker=run_round.request.hostname or "worker")
-    if experiment is not None:
-        enqueue_next(experiment)
+    execute_round(experiment_id, round_number, worker=run_round.request.hostname or "worker")
 
 
-def execute_round(experiment_id: int, round_number: int, *, worker: str, report=None):
-    """Run one round of an experiment. Returns the experiment if its next round should follow."""
-    from orchestrator import events
-    from orchestrator.models import ACTIVE, Experiment, RoundMetric, Status, Worker
-    from workers import reporting, runtime
+def execute_round(experiment_id: int, round_number: int, *, worker: str, report=None, dispatch: bool = True):
+    """Run one round of an experiment. Returns the experiment if its next round should follow.
+
+    With ``dispatch`` (a worker), the next round is sent here; a delivery of a round that is
+    already recorded sends the next one if nobody did (the worker that recorded it may have died
+    before sending), so the chain of rounds never breaks.
+    """
+    from orchestrator.models import ACTIVE, Experiment, RoundMetric, Worker
 
     experiment = Experiment.objects.filter(pk=experiment_id).first()
-    was_running = experiment is not None and experiment.status == Status.RUNNING
-    if experiment is None or not experiment.claim(round_number, worker):
-        return None  # deleted, paused, cancelled, or a duplicate/late delivery: nothing to do
+    if experiment is None:
+        return None  # deleted
+    was_running = experiment.status == "running"
+    # Claim first, before the engine (and torch) is imported: a worker that dies holding an
+    # unclaimed round leaves nothing to show it had it, so keep that window to milliseconds.
+    if not experiment.claim(round_number, worker, os.getpid()):
+        _refused(experiment, round_number, dispatch)
+        return None
+    from orchestrator import events
+    from orchestrator.scheduling import dispatch_next
+    from workers import faults, reporting, runtime
+
     experiment.refresh_from_db()
     report = report or reporting.for_experiment(experiment)
     if not was_running:
@@ -51,6 +60,7 @@ def execute_round(experiment_id: int, round_number: int, *, worker: str, report=
         Worker.objects.filter(hostname=worker).update(current_experiment=None)
     if not experiment.advance(round_number):
         return None  # a racing delivery of the same round recorded it first
+    faults.crash_point("after-record", round_number)
     events.publish_round(experiment_id, metrics)
     if experiment.current_round >= experiment.total_rounds:
         runtime.forget(experiment_id)
@@ -60,7 +70,21 @@ def execute_round(experiment_id: int, round_number: int, *, worker: str, report=
         runtime.forget(experiment_id)  # paused or cancelled at this boundary: free the memory
         events.publish_status(experiment)
         return None
+    if dispatch:
+        dispatch_next(experiment)
     return experiment
+
+
+def _refused(experiment, round_number: int, dispatch: bool) -> None:
+    """A delivery that may not run: stopped, a duplicate of a round in flight, or a late copy."""
+    from orchestrator import events
+    from orchestrator.models import ACTIVE
+    from orchestrator.scheduling import dispatch_next
+
+    if experiment.status not in ACTIVE:
+        events.publish_status(experiment)  # e.g. cancelled while this copy waited: settle the page
+    elif dispatch and experiment.current_round == round_number:
+        dispatch_next(experiment)  # the round is recorded but its successor may never have been sent
 
 
 def run_inline(experiment, report=None, on_round=None):
@@ -70,7 +94,7 @@ def run_inline(experiment, report=None, on_round=None):
     current = experiment
     while current is not None:
         round_number = current.current_round + 1
-        current = execute_round(experiment.pk, round_number, worker="inline", report=report)
+        current = execute_round(experiment.pk, round_number, worker="inline", report=report, dispatch=False)
         if on_round is not None:
             metric = RoundMetric.objects.filter(experiment=experiment, round=round_number).first()
             if metric is not None:

@@ -64,13 +64,30 @@ def test_it_pauses_resumes_and_cancels_with_conditional_updates(experiment, enqu
 
 def test_it_claims_a_round_only_once_and_advances_once(experiment, enqueued):
     experiment.start()
-    assert not experiment.claim(2, "w")  # round 1 not done yet
-    assert experiment.claim(1, "w")
+    assert not experiment.claim(2, "w", 1)  # round 1 not done yet
+    assert experiment.claim(1, "w", 1)
+    assert not experiment.claim(1, "w2", 2)  # a duplicate while round 1 is in flight does no work
     assert experiment.advance(1)
     assert not experiment.advance(1)  # a racing duplicate of round 1 loses
-    assert not experiment.claim(1, "w")  # a late redelivery of round 1 does nothing
+    assert not experiment.claim(1, "w", 1)  # a late redelivery of round 1 does nothing
     experiment.pause()
-    assert not experiment.claim(2, "w")  # paused: the queued round does nothing
+    assert not experiment.claim(2, "w", 1)  # paused: the queued round does nothing
+
+
+def test_it_hands_a_round_to_another_worker_once_its_holders_lease_runs_out(experiment, enqueued):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    experiment.start()
+    assert experiment.claim(1, "w1", 10)
+    experiment.refresh_from_db()
+    assert experiment.round_in_flight() and experiment.worker == "w1" and experiment.claim_pid == 10
+    Experiment.objects.filter(pk=experiment.pk).update(lease_expires=timezone.now() - timedelta(seconds=1))
+    experiment.refresh_from_db()
+    assert not experiment.round_in_flight()
+    assert experiment.claim(1, "w2", 20)  # w1 stopped renewing: it is dead, w2 takes the round
+    assert not experiment.claim(1, "w1", 10)
 
 
 def test_it_stores_one_metric_per_round(experiment):

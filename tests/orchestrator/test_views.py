@@ -18,7 +18,7 @@ def test_it_reports_health_as_json(client, monkeypatch):
 
 
 def test_it_answers_503_when_redis_is_down(client, settings):
-    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
     response = client.get("/healthz")
     assert response.status_code == 503
     assert response.json()["redis"].startswith("error")

@@ -62,7 +62,7 @@ def test_it_recovers_from_a_worker_killed_during_round_3(user, workers):
     e.refresh_from_db()
     assert e.current_round == 2 and e.status == Status.RUNNING  # round 3 died with the worker
 
-    workers.start("w2")  # the broker hands round 3 to it once the visibility timeout expires
+    workers.start("w2")  # its heartbeat re-sends round 3 once w1's lease runs out (WORKER_LOST_AFTER)
     _status_becomes(e, [Status.COMPLETED, Status.FAILED], timeout=180)
     assert e.status == Status.COMPLETED, e.error
     assert _rounds(e) == list(range(1, 11))  # exactly once each (unique per round, and no gap)

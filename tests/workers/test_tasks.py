@@ -197,3 +197,25 @@ def test_it_publishes_one_round_event_per_round_then_completed(user):
     assert rounds == [1, 2, 3]
     assert received[-1]["type"] == "status" and received[-1]["current_round"] == 3
     assert {m["type"] for m in received} == {"round", "status", "log"}
+
+
+def test_it_keeps_the_smaller_group_size_after_oom_when_rebuilt_elsewhere(user, monkeypatch):
+    failed = []
+    calls = _oom_when(monkeypatch, lambda sim: sim.round == 1 and not failed and not failed.append(True))
+    e = _experiment(user)
+    e.start(enqueue=False)
+    execute_round(e.pk, 1, worker="w1", dispatch=False)
+    execute_round(e.pk, 2, worker="w1", dispatch=False)  # OOM once, retried with 32
+    assert Experiment.objects.get(pk=e.pk).client_group_size == 32
+    runtime._cache.clear()  # the next round runs on a fresh worker: rebuilt from the checkpoint
+    execute_round(e.pk, 3, worker="w2", dispatch=False)
+    assert calls[-1] == (3, 32)
+
+
+def test_it_deletes_the_checkpoint_files_with_the_experiment(user, django_capture_on_commit_callbacks):
+    e = _inline(_experiment(user))
+    folder = Path(e.latest_checkpoint().path).parent
+    assert any(folder.iterdir())
+    with django_capture_on_commit_callbacks(execute=True):
+        e.delete()
+    assert not folder.exists()

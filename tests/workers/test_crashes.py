@@ -1,0 +1,117 @@
+"""Workers killed with SIGKILL at many moments of one run, on Redis and on RabbitMQ.
+
+Every round must be recorded exactly once and equal to an uninterrupted run, and a dead worker's
+round must come back within the lease (WORKER_LOST_AFTER), not the broker's visibility timeout.
+"""
+
+import random
+import time
+
+import pytest
+import torch
+
+from orchestrator.models import Experiment, Status
+from tests.conftest import TINY_SPEC
+from tests.live import wait_for
+from workers.engine.runner import Simulation
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+BROKERS = pytest.mark.parametrize("broker", ["redis", "amqp"], indirect=True)
+COMPARED = ("participants", "completed", "samples", "bytes_up", "bytes_down", "train_loss", "test_loss",
+            "test_accuracy")  # fmt: skip
+
+
+def _reference(spec: dict) -> list[tuple]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in the workers (OMP_NUM_THREADS=1): the same arithmetic order
+    try:
+        sim = Simulation(Experiment(spec=spec).spec_obj())
+        results = [sim.run_round().to_dict() for _ in range(spec["rounds"])]
+    finally:
+        torch.set_num_threads(threads)
+    return [tuple(r[k] for k in COMPARED) for r in results]
+
+
+def _recorded(experiment) -> list[tuple]:
+    return list(experiment.rounds.order_by("round").values_list(*COMPARED))
+
+
+def _finished(experiment, timeout=240):
+    def check():
+        experiment.refresh_from_db()
+        return experiment.status in (Status.COMPLETED, Status.FAILED)
+
+    wait_for(check, timeout, f"experiment {experiment.pk} to finish", interval=0.1)
+    assert experiment.status == Status.COMPLETED, experiment.error
+
+
+def _progress(experiment, beyond: int, timeout=60) -> int:
+    def check():
+        experiment.refresh_from_db()
+        return experiment.current_round > beyond or experiment.is_finished
+
+    wait_for(check, timeout, f"experiment {experiment.pk} to pass round {beyond}", interval=0.02)
+    return experiment.current_round
+
+
+@BROKERS
+def test_it_records_every_round_once_through_ten_random_kills(user, workers, broker):
+    spec = {**TINY_SPEC, "rounds": 200, "evaluation": {"every": 5}}
+    rng = random.Random(11)
+    e = Experiment.objects.create(owner=user, name="killed ten times", spec=spec)
+    proc = workers.start("w0")
+    e.start()
+    kills = 0
+    while kills < 10:
+        _progress(e, e.current_round)  # the new worker has taken over: kill it somewhere in a round
+        time.sleep(rng.uniform(0, 0.4))
+        if e.is_finished or e.current_round >= 190:
+            break
+        proc.kill9()
+        kills += 1
+        proc = workers.start(f"w{kills % 2}")  # sometimes under the dead worker's own name
+    assert kills == 10, f"the run ended after {kills} kills, at round {e.current_round}"
+    _finished(e)
+    assert list(e.rounds.order_by("round").values_list("round", flat=True)) == list(range(1, 201))
+    assert _recorded(e) == _reference(spec)
+    assert e.events.filter(level="warning", message__contains="sent it again").exists()
+
+
+@BROKERS
+def test_it_sends_the_next_round_when_killed_between_recording_and_sending(user, workers, broker):
+    spec = {**TINY_SPEC, "rounds": 6}
+    e = Experiment.objects.create(owner=user, name="killed at the worst moment", spec=spec)
+    first = workers.start("w1", FEDWEB_CRASH_AT="after-record:3")
+    e.start()
+    wait_for(lambda: not first.alive(), 120, "w1 to kill itself after round 3")
+    first.kill9()  # reap what is left of its process group
+    e.refresh_from_db()
+    assert e.current_round == 3 and e.dispatched_round == 3  # recorded, and round 4 never sent
+    workers.start("w2")
+    _finished(e, timeout=120)
+    assert list(e.rounds.order_by("round").values_list("round", flat=True)) == [1, 2, 3, 4, 5, 6]
+    assert _recorded(e) == _reference(spec)
+    assert e.events.filter(level="warning", message="Round 4 was never sent; sent it again").exists()
+
+
+def test_it_hands_a_dead_workers_round_to_a_live_one_within_the_lease(user, workers, settings):
+    slow = {**TINY_SPEC, "rounds": 8, "local": {"epochs": 60}}  # rounds of ~0.5-1 s
+    e = Experiment.objects.create(owner=user, name="standby", spec=slow)
+    first = workers.start("w1")
+    e.start()
+    _progress(e, 1)
+    # w1 holds the next round; a second worker waits idle beside it.
+    wait_for(lambda: Experiment.objects.get(pk=e.pk).worker.startswith("w1@"), 30, "w1 to hold a round")
+    workers.start("w2")
+    wait_for(lambda: Experiment.objects.get(pk=e.pk).round_in_flight(), 30, "a round in flight on w1")
+    held = Experiment.objects.get(pk=e.pk).current_round
+    first.kill9()
+    killed = time.monotonic()
+    _progress(e, held, timeout=60)
+    waited = time.monotonic() - killed
+    # The lease runs out WORKER_LOST_AFTER after its last renewal; w2's next heartbeat re-sends the
+    # round; then the round itself (rebuilt from a checkpoint). With the defaults: 60 + 5 + a round.
+    assert waited < settings.WORKER_LOST_AFTER + 2 * settings.HEARTBEAT_INTERVAL + 10, waited
+    _finished(e)
+    assert e.worker.startswith("w2@")
