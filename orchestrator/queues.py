@@ -152,15 +152,15 @@ def broker_message_counts(names: list[str]) -> dict[str, int | None]:
     """Messages waiting in the broker per queue; {} when the broker does not answer in time."""
     from kombu import Connection
 
+    from fedweb.celery import app  # the broker this process sends rounds to
+
     options = {
-        **settings.CELERY_BROKER_TRANSPORT_OPTIONS,
+        **(app.conf.broker_transport_options or {}),
         "socket_timeout": BROKER_TIMEOUT_S,
         "socket_connect_timeout": BROKER_TIMEOUT_S,
     }
     try:
-        with Connection(
-            settings.CELERY_BROKER_URL, connect_timeout=BROKER_TIMEOUT_S, transport_options=options
-        ) as conn:
+        with Connection(app.conf.broker_url, connect_timeout=BROKER_TIMEOUT_S, transport_options=options) as conn:
             conn.ensure_connection(max_retries=0, timeout=BROKER_TIMEOUT_S)
             return {name: _message_count(conn, name) for name in names}
     except Exception:  # away, refusing, or slow: the page shows the database's view only
