@@ -40,7 +40,9 @@ class QueueState:
     @property
     def reason(self) -> str:
         """Why nothing runs here, or "" when a live worker serves the queue."""
-        return "" if self.workers else f"waiting for a worker serving {self.name}"
+        if self.workers:
+            return ""
+        return f"waiting for a worker serving {self.name}" if self.depth else "no live worker"
 
     def to_dict(self) -> dict:
         return {

@@ -38,7 +38,7 @@
     for (const n of [q.depth, q.queued, q.running, q.live_workers, q.messages === null ? "–" : q.messages]) {
       cell(tr, String(n)).className = "num";
     }
-    cell(tr, q.reason ? badge(q.reason, "warning") : badge("served", "completed"));
+    cell(tr, q.reason ? badge(q.reason, q.depth ? "warning" : "") : badge("served", "completed"));
     return tr;
   }
 

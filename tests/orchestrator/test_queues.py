@@ -82,6 +82,13 @@ def test_it_counts_queued_and_running_runs_per_queue_and_lists_extra_queues(user
                    "reason": "waiting for a worker serving gpu"}  # fmt: skip
     assert (states["cpu"].depth, len(states["cpu"].workers), states["cpu"].reason) == (1, 1, "")
     assert (states["bigmem"].depth, states["bigmem"].reason) == (0, "")
+    Worker.objects.filter(hostname="big@box").delete()
+    assert [q.name for q in queue_states()] == ["cpu", "gpu"]  # neither configured, served nor waited on
+
+
+def test_it_says_no_live_worker_for_an_unserved_queue_nothing_waits_on():
+    live_worker("cpu0@box", "cpu")
+    assert [(q.name, q.depth, q.reason) for q in queue_states()] == [("cpu", 0, ""), ("gpu", 0, "no live worker")]
 
 
 def test_it_answers_without_broker_counts_when_the_broker_is_away(settings):
