@@ -37,6 +37,15 @@ def test_it_answers_unknown_urls_with_a_plain_404_that_lists_no_url_patterns(cli
         assert leak not in html
 
 
+def test_it_shows_the_plain_404_with_the_site_navigation_to_signed_in_users(client, settings, user):
+    settings.DEBUG = False
+    client.force_login(user)
+    response = client.get("/experimnts/")
+    assert response.status_code == 404
+    html = response.content.decode()
+    assert "Page not found" in html and 'href="/workers/"' in html and "URLconf" not in html
+
+
 def test_it_shows_a_plain_500(client, settings):
     settings.DEBUG = False
     settings.ROOT_URLCONF = __name__
