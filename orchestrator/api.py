@@ -22,7 +22,13 @@ from rest_framework.response import Response
 from accounts.models import Membership
 from orchestrator import access
 from orchestrator.models import Experiment
-from orchestrator.serializers import ExperimentCreateSerializer, ExperimentSerializer, RoundSerializer, TeamSerializer
+from orchestrator.serializers import (
+    ExperimentCreateSerializer,
+    ExperimentQueuedSerializer,
+    ExperimentSerializer,
+    RoundSerializer,
+    TeamSerializer,
+)
 from workers.engine.result import ROUND_RESULT_FIELDS
 
 ACTIONS = ("start", "pause", "resume", "cancel")
@@ -46,7 +52,7 @@ LIST_PARAMS = [
 
 
 @extend_schema(methods=["GET"], parameters=LIST_PARAMS, responses=ExperimentSerializer(many=True))
-@extend_schema(methods=["POST"], request=ExperimentCreateSerializer, responses={201: ExperimentSerializer})
+@extend_schema(methods=["POST"], request=ExperimentCreateSerializer, responses={201: ExperimentQueuedSerializer})
 @api_view(["GET", "POST"])
 def experiments(request: Request) -> Response:
     if request.method == "POST":
@@ -64,7 +70,7 @@ def _create(request: Request) -> Response:
     serializer = ExperimentCreateSerializer(data=request.data, context={"request": request})
     serializer.is_valid(raise_exception=True)
     experiment = serializer.save()
-    body = ExperimentSerializer(_reload(request, experiment.pk), context={"request": request}).data
+    body = ExperimentQueuedSerializer(_reload(request, experiment.pk), context={"request": request}).data
     return Response(body, status=status.HTTP_201_CREATED)
 
 
@@ -80,16 +86,20 @@ def experiment(request: Request, pk: int) -> Response:
 
 @extend_schema(
     request=None,
-    responses={200: ExperimentSerializer, 409: OpenApiResponse(description="Not allowed in the current status")},
+    responses={
+        200: ExperimentQueuedSerializer,
+        409: OpenApiResponse(description="Not allowed in the current status"),
+    },
 )
 @api_view(["POST"])
 def experiment_action(request: Request, pk: int, action: str) -> Response:
-    """Start, pause, resume or cancel; pause and cancel take effect at the end of the running round."""
+    """Start, pause, resume or cancel; pause and cancel take effect at the end of the running round.
+    ``warnings`` says when a started or resumed run has no live worker to take it."""
     experiment = access.get_experiment_for_user(request.user, pk, control=True)
     if not getattr(experiment, action)(by=request.user.username):
         detail = f"Cannot {action} an experiment that is {experiment.status}"
         return Response({"detail": detail, "status": experiment.status}, status=status.HTTP_409_CONFLICT)
-    return Response(ExperimentSerializer(_reload(request, pk), context={"request": request}).data)
+    return Response(ExperimentQueuedSerializer(_reload(request, pk), context={"request": request}).data)
 
 
 @extend_schema(

@@ -63,6 +63,8 @@ class ExperimentConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(event)
 
     async def log(self, event: events.LogEvent):
+        if self.share_token:  # the public link's page names no worker host (orchestrator.public)
+            event = {**event, "message": await self._public_text(event["message"])}
         await self.send_json(event)
 
     # -- database ------------------------------------------------------------------------------
@@ -73,6 +75,13 @@ class ExperimentConsumer(AsyncJsonWebsocketConsumer):
         if experiment is None:
             return False
         return experiment.can_view(self.scope.get("user")) or experiment.shares_with(self.share_token)
+
+    @database_sync_to_async
+    def _public_text(self, text: str) -> str:
+        from orchestrator.public import host_names, redact
+
+        experiment = Experiment.objects.filter(pk=self.experiment_id).first()
+        return redact(text, host_names(experiment)) if experiment else text
 
     @database_sync_to_async
     def _history(self) -> tuple[list[dict], events.StatusEvent]:

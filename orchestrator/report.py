@@ -20,7 +20,9 @@ def _static_text(relative: str) -> str:
     return mark_safe(text.replace("</", "<\\/"))
 
 
-def render_report(experiment: Experiment) -> str:
+def render_report(experiment: Experiment, *, public: bool = False) -> str:
+    """The report's HTML; ``public`` (for public-link holders) leaves out worker host names."""
+    from orchestrator.public import host_names, redact, redact_events
     from orchestrator.views import rounds_of, table_rows
 
     rounds = rounds_of(experiment)
@@ -30,6 +32,8 @@ def render_report(experiment: Experiment) -> str:
         "formula_mb": sum(r["bytes_formula"] for r in rounds) / 1e6,
         "seconds": sum(r["round_seconds"] for r in rounds),
     }
+    events = list(experiment.events.order_by("time", "id")[:500])
+    hosts = host_names(experiment) if public else []
     accuracies = [r["test_accuracy"] for r in rounds if r["test_accuracy"] is not None]
     ctx = {
         "experiment": experiment,
@@ -38,7 +42,9 @@ def render_report(experiment: Experiment) -> str:
         "totals": totals,
         "final_accuracy": accuracies[-1] if accuracies else None,
         "leak_warnings": leak_warnings(rounds),
-        "events": experiment.events.order_by("time", "id")[:500],
+        "events": redact_events(events, hosts) if public else events,
+        "error": redact(experiment.error, hosts),
+        "public": public,
         "spec_json": json.dumps(experiment.spec, indent=2),
         "page": {"id": experiment.pk, "status": experiment.status, "total_rounds": experiment.total_rounds},
         "generated": timezone.now(),

@@ -48,6 +48,25 @@ class ExperimentSerializer(serializers.ModelSerializer):
         return path and self.context["request"].build_absolute_uri(path)
 
 
+class ExperimentQueuedSerializer(ExperimentSerializer):
+    """The answer to create, start and resume: the experiment, plus why it may wait."""
+
+    warnings = serializers.SerializerMethodField(
+        help_text="Why a queued run may not start soon, e.g. \"Queued on 'gpu': waiting for a worker serving gpu. "
+        '..." or "no live worker has GPU 7". Empty when a live worker can take it. The run stays queued '
+        "either way and starts when such a worker appears."
+    )
+
+    class Meta(ExperimentSerializer.Meta):
+        fields = [*ExperimentSerializer.Meta.fields, "warnings"]
+        read_only_fields = fields
+
+    def get_warnings(self, experiment) -> list[str]:
+        from orchestrator.queues import submit_warnings
+
+        return submit_warnings(experiment)
+
+
 class ExperimentCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200)
     description = serializers.CharField(required=False, allow_blank=True, default="")

@@ -29,8 +29,10 @@ from orchestrator.access import (
 )
 from orchestrator.forms import ExperimentForm, spec_initial
 from orchestrator.leak import leak_warnings
-from orchestrator.models import Experiment, Status, Worker
+from orchestrator.models import ACTIVE, Experiment, Status, Worker
 from orchestrator.previews import bandwidth_estimate, partition_preview
+from orchestrator.public import host_names, redact, redact_events
+from orchestrator.queues import live_workers_by_queue, queue_depths, queue_states, submit_warnings, waiting_status
 from workers.engine.presets import PRESETS
 from workers.engine.result import ROUND_RESULT_FIELDS
 from workers.engine.spec import SpecError
@@ -114,7 +116,12 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
 def experiment_statuses(request: HttpRequest) -> JsonResponse:
     ids = _ids(request.GET.get("ids", ""))
     fields = ("pk", "status", "current_round", "total_rounds", "worker", "started", "finished")
-    rows = experiments_visible_to(request.user).filter(pk__in=ids).values(*fields)
+    rows = list(experiments_visible_to(request.user).filter(pk__in=ids).values(*fields, "queue", "spec"))
+    active = any(r["status"] in ACTIVE for r in rows)  # else nothing waits: spare the queries
+    served, depths = (live_workers_by_queue(), queue_depths()) if active else ({}, {})
+    for row in rows:
+        row["waiting"] = waiting_status(row["status"], row["queue"], row["spec"], served, depths)
+        del row["queue"], row["spec"]
     return JsonResponse({"experiments": {str(r.pop("pk")): r for r in rows}})
 
 
@@ -140,6 +147,8 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
                 spec=form.spec.to_dict(),
             )
             experiment.start(by=request.user.username)
+            for warning in submit_warnings(experiment):
+                messages.warning(request, warning)
             return redirect("experiment_detail", experiment.pk)
     else:
         form = ExperimentForm(initial=_new_initial(request), user=request.user)
@@ -195,11 +204,14 @@ def table_rows(rounds: list[dict]) -> list[dict]:
 def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str, user=None, token: str = "") -> dict:
     rounds = rounds_of(experiment)
     events = list(experiment.events.order_by("-time", "-id")[:200])[::-1]
+    hosts = host_names(experiment) if token else []
     return {
         "experiment": experiment,
+        "waiting": waiting_status(experiment.status, experiment.queue, experiment.spec),
+        "error": redact(experiment.error, hosts),
         "rounds": rounds,
         "last_rounds": table_rows(rounds[-200:]),
-        "events": events,
+        "events": redact_events(events, hosts) if token else events,
         "spec_json": json.dumps(experiment.spec, indent=2),
         "can_control": can_control,
         "can_delete": bool(user and experiment.can_delete(user)),
@@ -265,7 +277,9 @@ def experiment_report(request: HttpRequest, pk: int) -> HttpResponse:
     from orchestrator.report import render_report
 
     experiment = get_experiment_for_request(request, pk)
-    response = HttpResponse(render_report(experiment), content_type="text/html; charset=utf-8")
+    # Through the public link, the report names no worker host (as the share page doesn't).
+    public = bool(request.GET.get("token"))
+    response = HttpResponse(render_report(experiment, public=public), content_type="text/html; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="fedweb-experiment-{pk}-report.html"'
     return response
 
@@ -366,9 +380,11 @@ def _workers_for(user) -> list[dict]:
 
 @login_required
 def worker_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "orchestrator/worker_list.html", {"workers": _workers_for(request.user)})
+    ctx = {"workers": _workers_for(request.user), "queues": queue_states(broker=True)}
+    return render(request, "orchestrator/worker_list.html", ctx)
 
 
 @login_required
 def worker_list_json(request: HttpRequest) -> JsonResponse:
-    return JsonResponse({"workers": _workers_for(request.user)})
+    queues = [q.to_dict() for q in queue_states(broker=True)]
+    return JsonResponse({"workers": _workers_for(request.user), "queues": queues})

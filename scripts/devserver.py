@@ -1,6 +1,9 @@
 """`make run`: Redis (embedded when none answers), migrations, the demo, daphne and one CPU worker.
 
 Everything started here is stopped on Ctrl-C (or SIGTERM), and everything stops if one dies.
+DEBUG is off unless asked for (`DEBUG=1 make run`): its pages list every URL pattern to anyone,
+public-link visitors included. Static files are served by the ASGI app either way, and a 500's
+traceback still reaches this terminal through the `django.request` logger.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +43,13 @@ def stop_all(*_args) -> None:
     children.clear()
 
 
+def child_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of every process `make run` starts: the caller's, with DEBUG off by default."""
+    env = dict(environ)
+    env.setdefault("DEBUG", "0")
+    return env
+
+
 def ensure_redis(env: dict, data_dir: Path) -> str:
     url = env.get("REDIS_URL")
     if url:
@@ -64,8 +75,7 @@ def ensure_redis(env: dict, data_dir: Path) -> str:
 def main() -> int:
     signal.signal(signal.SIGINT, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
     signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
-    env = dict(os.environ)
-    env.setdefault("DEBUG", "1")
+    env = child_env(os.environ)
     data_dir = Path(env.get("FEDWEB_DATA_DIR", ROOT / "var")).resolve()
     host, port = env.get("HOST", "127.0.0.1"), env.get("PORT", "8000")
     python = sys.executable

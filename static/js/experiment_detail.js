@@ -169,11 +169,20 @@
       if (!res.ok) return;
       const row = (await res.json()).experiments[String(page.id)];
       if (!row) return;
+      showWaiting(row.waiting);
       if (row.worker) setText("st-worker", row.worker);
       if (row.started) page.started = row.started;
       if (row.finished) page.finished = row.finished;
       tick();
     } catch (err) { /* the next status change tries again */ }
+  }
+
+  // "Queue gpu · depth 2 · waiting for a worker serving gpu" while no live worker can take the run.
+  function showWaiting(waiting) {
+    const el = $("st-waiting");
+    if (!el) return;
+    el.hidden = !waiting;
+    el.textContent = waiting ? waiting.text : "";
   }
 
   const fmt = (v, digits) => (v === null || v === undefined ? "–" : Number(v).toFixed(digits));

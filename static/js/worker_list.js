@@ -31,13 +31,26 @@
     return tr;
   }
 
+  function queueRow(q) {
+    const tr = document.createElement("tr");
+    const code = document.createElement("code"); code.textContent = q.name;
+    cell(tr, code);
+    for (const n of [q.depth, q.queued, q.running, q.live_workers, q.messages === null ? "–" : q.messages]) {
+      cell(tr, String(n)).className = "num";
+    }
+    cell(tr, q.reason ? badge(q.reason, q.depth ? "warning" : "") : badge("served", "completed"));
+    return tr;
+  }
+
   async function poll() {
     try {
       const res = await fetch(table.dataset.url);
       if (!res.ok) return;
-      const workers = (await res.json()).workers;
-      if (!workers.length) return;
-      body.replaceChildren(...workers.map(row));
+      const data = await res.json();
+      const queues = document.querySelector("#queues tbody");
+      if (queues) queues.replaceChildren(...data.queues.map(queueRow));
+      if (!data.workers.length) return;
+      body.replaceChildren(...data.workers.map(row));
     } catch (err) { /* try again next time */ }
   }
   setInterval(poll, 3000);

@@ -41,6 +41,7 @@ def test_it_reports_statuses_as_json_for_visible_experiments_only(alice_client, 
     assert list(body["experiments"]) == [str(mine.pk)]
     assert body["experiments"][str(mine.pk)] == {
         "status": "draft", "current_round": 3, "total_rounds": 5, "worker": "", "started": None, "finished": None,
+        "waiting": None,
     }  # fmt: skip
 
 
