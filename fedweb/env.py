@@ -158,3 +158,32 @@ def _redis_db(raw: str, url: str) -> int:
     if not raw.isdigit() or int(raw) > 14:
         raise ImproperlyConfigured(f"REDIS_URL {url!r}: the database number must be 0..14 (n + 1 is also used)")
     return int(raw)
+
+
+# channels-redis waits for a message with a blocking read of 5 s (``RedisChannelLayer.brpop_timeout``)
+# and redis-py gives up on a socket that stays silent for ``socket_timeout`` (5 s by default in
+# redis-py 8). Equal values made every idle WebSocket die with "Timeout reading from ..." after ~5 s,
+# so the socket timeout is set well above the blocking read; it still notices a dead Redis.
+CHANNELS_SOCKET_TIMEOUT_SECONDS = 30
+
+
+def channel_layers(url: str, prefix: str = "") -> dict:
+    """The CHANNEL_LAYERS setting for a Redis URL (the channel-layer database of ``redis_urls``).
+
+    ``prefix`` keeps several FedWeb instances (or test runs) sharing one Redis apart.
+    """
+    host = {"address": url, "socket_timeout": CHANNELS_SOCKET_TIMEOUT_SECONDS, "socket_keepalive": True}
+    return {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {
+                "hosts": [host],
+                "prefix": f"{prefix}asgi",
+                # The default of 100 silently drops messages to a slow browser; rounds can come fast.
+                "capacity": 2000,
+                # Undelivered messages older than this are dropped; the database still has them.
+                "expiry": 120,
+                "group_expiry": 86400,
+            },
+        }
+    }

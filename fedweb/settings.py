@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from fedweb.env import database_config, env_bool, env_int, env_list, env_str, redis_urls, secret_key
+from fedweb.env import channel_layers, database_config, env_bool, env_int, env_list, env_str, redis_urls, secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -117,20 +117,7 @@ REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 REDIS_PREFIX = env_str("FEDWEB_REDIS_PREFIX", "")
 _BROKER_URL, _CHANNELS_URL = redis_urls(REDIS_URL)
 
-CHANNEL_LAYERS = {
-    "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {
-            "hosts": [_CHANNELS_URL],
-            "prefix": f"{REDIS_PREFIX}asgi",
-            # The default of 100 silently drops messages to a slow browser; rounds can come fast.
-            "capacity": 2000,
-            # Undelivered messages older than this are dropped; the database still has them.
-            "expiry": 120,
-            "group_expiry": 86400,
-        },
-    }
-}
+CHANNEL_LAYERS = channel_layers(_CHANNELS_URL, REDIS_PREFIX)
 
 CELERY_BROKER_URL = _BROKER_URL
 CELERY_BROKER_TRANSPORT_OPTIONS = {

@@ -87,16 +87,11 @@ def live_env(redis_url, transactional_db, settings, tmp_path):
     from django.db import connection
 
     from fedweb.celery import app
-    from fedweb.env import redis_urls
+    from fedweb.env import channel_layers, redis_urls
 
     prefix = f"fedweb-test-{uuid.uuid4().hex[:8]}:"
     broker, channels = redis_urls(redis_url)
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [channels], "prefix": f"{prefix}asgi", "capacity": 2000},
-        }
-    }
+    settings.CHANNEL_LAYERS = channel_layers(channels, prefix)  # what daphne builds from the env below
     saved = app.conf.broker_url, app.conf.broker_transport_options
     app.conf.broker_url = broker
     app.conf.broker_transport_options = {**saved[1], "global_keyprefix": prefix}
