@@ -148,8 +148,13 @@ class WorkersConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
             await self.send_json(payload)
 
     async def access(self, event: events.AccessEvent):
-        if self.allowed and await database_sync_to_async(_current_user)(self.scope) is None:
+        if not self.allowed:
+            return
+        user = await database_sync_to_async(_current_user)(self.scope)
+        if user is None:
             await self.forbid()
+        else:
+            self.scope["user"] = user  # e.g. no longer a superuser: the filter below uses the new rights
 
     async def worker(self, event: events.WorkerEvent):
         if self.allowed:

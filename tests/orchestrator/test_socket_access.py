@@ -193,3 +193,20 @@ def test_it_closes_the_workers_socket_of_a_deactivated_user(world):
         assert await ws.receive_output(timeout=2) == CLOSED
 
     async_to_sync(scenario)()
+
+
+def test_it_hides_a_workers_experiment_from_a_superuser_once_demoted(world):
+    Experiment.objects.filter(pk=world.experiment.pk).update(visibility=Visibility.PRIVATE, share_token=None)
+    Worker.objects.create(hostname="w1@box", queue="cpu", current_experiment=world.experiment)
+
+    async def scenario():
+        ws = await _workers_socket(world.superuser)
+        assert (await ws.receive_json_from(timeout=2))["current_experiment_id"] == world.experiment.pk
+        world.superuser.is_superuser = False
+        await sync_to_async(world.superuser.save)()
+        worker = await sync_to_async(Worker.objects.get)(hostname="w1@box")
+        await sync_to_async(events.publish_worker)(worker)
+        assert (await ws.receive_json_from(timeout=2))["current_experiment_id"] is None
+        await ws.disconnect()
+
+    async_to_sync(scenario)()
