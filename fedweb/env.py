@@ -164,7 +164,7 @@ def _redis_db(raw: str, url: str) -> int:
 # and redis-py gives up on a socket that stays silent for ``socket_timeout`` (5 s by default in
 # redis-py 8). Equal values made every idle WebSocket die with "Timeout reading from ..." after ~5 s,
 # so the socket timeout is set well above the blocking read; it still notices a dead Redis.
-CHANNELS_SOCKET_TIMEOUT_SECONDS = 30
+CHANNELS_SOCKET_TIMEOUT_SECONDS = 10  # twice the blocking read; a wedged Redis still fails a publish soon
 
 
 def channel_layers(url: str, prefix: str = "") -> dict:
