@@ -167,3 +167,32 @@ def broker_url(explicit: str, redis_broker: str) -> str:
     if urlsplit(explicit).scheme not in ("amqp", "amqps", "pyamqp", "redis", "rediss"):
         raise ImproperlyConfigured(f"CELERY_BROKER_URL must start with amqp:// or redis://, not {explicit!r}")
     return explicit
+
+
+# channels-redis waits for a message with a blocking read of 5 s (``RedisChannelLayer.brpop_timeout``)
+# and redis-py gives up on a socket that stays silent for ``socket_timeout`` (5 s by default in
+# redis-py 8). Equal values made every idle WebSocket die with "Timeout reading from ..." after ~5 s,
+# so the socket timeout is set well above the blocking read; it still notices a dead Redis.
+CHANNELS_SOCKET_TIMEOUT_SECONDS = 10  # twice the blocking read; a wedged Redis still fails a publish soon
+
+
+def channel_layers(url: str, prefix: str = "") -> dict:
+    """The CHANNEL_LAYERS setting for a Redis URL (the channel-layer database of ``redis_urls``).
+
+    ``prefix`` keeps several FedWeb instances (or test runs) sharing one Redis apart.
+    """
+    host = {"address": url, "socket_timeout": CHANNELS_SOCKET_TIMEOUT_SECONDS, "socket_keepalive": True}
+    return {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {
+                "hosts": [host],
+                "prefix": f"{prefix}asgi",
+                # The default of 100 silently drops messages to a slow browser; rounds can come fast.
+                "capacity": 2000,
+                # Undelivered messages older than this are dropped; the database still has them.
+                "expiry": 120,
+                "group_expiry": 86400,
+            },
+        }
+    }

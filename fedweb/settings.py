@@ -4,7 +4,17 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from fedweb.env import broker_url, database_config, env_bool, env_int, env_list, env_str, redis_urls, secret_key
+from fedweb.env import (
+    broker_url,
+    channel_layers,
+    database_config,
+    env_bool,
+    env_int,
+    env_list,
+    env_str,
+    redis_urls,
+    secret_key,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -123,20 +133,7 @@ REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 REDIS_PREFIX = env_str("FEDWEB_REDIS_PREFIX", "")
 _BROKER_URL, _CHANNELS_URL = redis_urls(REDIS_URL)
 
-CHANNEL_LAYERS = {
-    "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {
-            "hosts": [_CHANNELS_URL],
-            "prefix": f"{REDIS_PREFIX}asgi",
-            # The default of 100 silently drops messages to a slow browser; rounds can come fast.
-            "capacity": 2000,
-            # Undelivered messages older than this are dropped; the database still has them.
-            "expiry": 120,
-            "group_expiry": 86400,
-        },
-    }
-}
+CHANNEL_LAYERS = channel_layers(_CHANNELS_URL, REDIS_PREFIX)
 
 # Redis by default (database n of REDIS_URL); RabbitMQ with CELERY_BROKER_URL=amqp://...
 CELERY_BROKER_URL = broker_url(env_str("CELERY_BROKER_URL"), _BROKER_URL)

@@ -16,6 +16,7 @@ Rules (the rights of each role are ``Experiment.can_view/can_control/can_delete`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import wraps
 
 from django.contrib.auth.views import redirect_to_login
@@ -24,6 +25,7 @@ from django.db.models import IntegerField, OuterRef, Q, QuerySet, Subquery, Valu
 from django.http import Http404
 
 from accounts.models import CREATOR_ROLES, Membership, Team
+from orchestrator.events import WorkerEvent
 from orchestrator.models import Experiment, Visibility
 
 SCOPES = ("mine", "team", "shared")
@@ -42,6 +44,25 @@ def experiments_visible_to(user) -> QuerySet[Experiment]:
         return qs
     shared = Q(visibility__in=[Visibility.TEAM, Visibility.PUBLIC], access_team_role__isnull=False)
     return qs.filter(Q(owner=user) | shared)
+
+
+def visible_ids(user, ids: Iterable[int | None]) -> set[int]:
+    """Those of ``ids`` (None is ignored) that ``user`` may read, in one query."""
+    wanted = {pk for pk in ids if pk is not None}
+    if not wanted:
+        return set()
+    return set(experiments_visible_to(user).filter(pk__in=wanted).values_list("pk", flat=True))
+
+
+def workers_for_viewer(user, payloads: list[WorkerEvent]) -> list[WorkerEvent]:
+    """Worker payloads as ``user`` may see them: which experiment a busy worker runs is shown only
+    to those who may read that experiment (the Workers page and its socket both ask here)."""
+    visible = visible_ids(user, [p["current_experiment_id"] for p in payloads])
+    return [
+        p if p["current_experiment_id"] in visible or p["current_experiment_id"] is None
+        else {**p, "current_experiment_id": None}
+        for p in payloads
+    ]  # fmt: skip
 
 
 def scoped(qs: QuerySet[Experiment], user, scope: str | None) -> QuerySet[Experiment]:

@@ -1,17 +1,48 @@
-"""WebSocket consumers: history from the database first, then live events, in order, no repeats."""
+"""WebSocket consumers: history from the database first, then live events, in order, no repeats.
+
+Access is checked at connect, again on every ``access`` event (published whenever it may have
+shrunk: a link revoked, a member removed, an experiment deleted...) and, as a safety net for
+changes made behind the models' back, at least every ``ACCESS_RECHECK_SECONDS`` while rounds flow.
+A socket that lost access is closed with 4403 and forwards nothing more.
+"""
 
 from __future__ import annotations
 
+import time
+
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.contrib.auth import get_user_model
 
-from orchestrator import events
-from orchestrator.models import Experiment, RoundMetric, Worker
+from orchestrator import access, events
+from orchestrator.models import FINISHED, Experiment, RoundMetric, Worker
 
 FORBIDDEN = 4403  # WebSocket close code: "HTTP 403" in the private 4000-4999 range
+ACCESS_RECHECK_SECONDS = 30.0
 
 
-class ExperimentConsumer(AsyncJsonWebsocketConsumer):
+class _GroupsMixin:
+    """Join groups, and leave all of them on disconnect."""
+
+    async def join(self, *groups: str) -> None:
+        for group in groups:
+            await self.channel_layer.group_add(group, self.channel_name)
+            self.joined.append(group)
+
+    async def disconnect(self, code):
+        for group in getattr(self, "joined", []):
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def forbid(self) -> None:
+        self.allowed = False
+        await self.close(code=FORBIDDEN)
+
+    def user_groups(self) -> list[str]:
+        user = self.scope.get("user")
+        return [events.user_group_name(user.pk)] if user and user.is_authenticated else []
+
+
+class ExperimentConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
     """``/ws/experiments/<id>/?after=N``: rounds after N from the database, then live events.
 
     Signed-in users who may view the experiment, or anyone with its public link's ``?token=``.
@@ -22,59 +53,74 @@ class ExperimentConsumer(AsyncJsonWebsocketConsumer):
         self.last_round = _after(self.scope)
         self.share_token = _query(self.scope, "token")
         self.last_status = None
+        self.joined: list[str] = []
+        self.allowed = False
         await self.accept()  # accept first so the close code reaches the client
         if not await self._allowed():
-            await self.close(code=FORBIDDEN)
+            await self.forbid()
             return
+        self.allowed, self.checked_at = True, time.monotonic()
         # Subscribe before reading history: an event published meanwhile is queued, not lost,
         # and the round handler drops it if the history already contained it.
-        self.group = events.group_name(self.experiment_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.join(events.group_name(self.experiment_id), *self.user_groups())
         history, status = await self._history()
         for metrics in history:
             await self.round(events.round_event(self.experiment_id, metrics))
         await self.status(status, recheck=False)
-
-    async def disconnect(self, code):
-        if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive_json(self, content, **kwargs):
         pass  # the experiment socket is read-only; controls go through views
 
     # -- handlers named by events.*Event["type"] ---------------------------------------------
 
+    async def access(self, event: events.AccessEvent):
+        if self.allowed:
+            await self._still_allowed()
+
     async def round(self, event: events.RoundEvent):
-        if event["round"] <= self.last_round:
+        if not self.allowed or event["round"] <= self.last_round:
+            return
+        if time.monotonic() - self.checked_at > ACCESS_RECHECK_SECONDS and not await self._still_allowed():
             return
         self.last_round = event["round"]
         await self.send_json(event)
 
     async def status(self, event: events.StatusEvent, recheck: bool = True):
-        # A status change is where access may change (e.g. sharing revoked, experiment deleted),
-        # so the cached decision from connect is re-checked here; rounds and logs use the cache.
-        if recheck and not await self._allowed():
-            await self.close(code=FORBIDDEN)
+        if not self.allowed or (recheck and not await self._still_allowed()):
             return
-        key = (event["status"], event["current_round"])
+        key = (event["status"], event["current_round"], event.get("final"))
         if key == self.last_status:
             return
+        if event["status"] in FINISHED:
+            # The run's last rounds may be recorded but their events not yet here (a cancel is
+            # published while a round is still training): send them first, from the database.
+            for metrics in await self._rounds_after(self.last_round):
+                await self.round(events.round_event(self.experiment_id, metrics))
         self.last_status = key
         await self.send_json(event)
 
     async def log(self, event: events.LogEvent):
+        if not self.allowed:
+            return
         if self.share_token:  # the public link's page names no worker host (orchestrator.public)
             event = {**event, "message": await self._public_text(event["message"])}
         await self.send_json(event)
 
-    # -- database ------------------------------------------------------------------------------
+    # -- access and database ---------------------------------------------------------------------
+
+    async def _still_allowed(self) -> bool:
+        if await self._allowed():
+            self.checked_at = time.monotonic()
+            return True
+        await self.forbid()
+        return False
 
     @database_sync_to_async
     def _allowed(self) -> bool:
         experiment = Experiment.objects.filter(pk=self.experiment_id).first()
         if experiment is None:
             return False
-        return experiment.can_view(self.scope.get("user")) or experiment.shares_with(self.share_token)
+        return experiment.can_view(_current_user(self.scope)) or experiment.shares_with(self.share_token)
 
     @database_sync_to_async
     def _public_text(self, text: str) -> str:
@@ -86,34 +132,64 @@ class ExperimentConsumer(AsyncJsonWebsocketConsumer):
     @database_sync_to_async
     def _history(self) -> tuple[list[dict], events.StatusEvent]:
         experiment = Experiment.objects.get(pk=self.experiment_id)
-        rows = RoundMetric.objects.filter(experiment_id=self.experiment_id, round__gt=self.last_round).order_by("round")
-        return [row.to_result_dict() for row in rows], events.status_event(experiment)
+        return _rounds(self.experiment_id, self.last_round), events.status_event(experiment)
+
+    @database_sync_to_async
+    def _rounds_after(self, after: int) -> list[dict]:
+        return _rounds(self.experiment_id, after)
 
 
-class WorkersConsumer(AsyncJsonWebsocketConsumer):
-    """``/ws/workers/``: the current workers, then their heartbeats, for signed-in users."""
+class WorkersConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
+    """``/ws/workers/``: the current workers, then their heartbeats, for signed-in users.
+
+    A worker's current experiment is shown only to viewers who may read it (``access.for_viewer``).
+    """
 
     async def connect(self):
+        self.joined: list[str] = []
+        self.allowed = False
         await self.accept()
-        user = self.scope.get("user")
-        if not (user and user.is_authenticated):
-            await self.close(code=FORBIDDEN)
+        if await database_sync_to_async(_current_user)(self.scope) is None:
+            await self.forbid()
             return
-        self.group = events.WORKERS_GROUP
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        self.allowed = True
+        await self.join(events.WORKERS_GROUP, *self.user_groups())
         for payload in await self._current():
             await self.send_json(payload)
 
-    async def disconnect(self, code):
-        if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+    async def access(self, event: events.AccessEvent):
+        if not self.allowed:
+            return
+        user = await database_sync_to_async(_current_user)(self.scope)
+        if user is None:
+            await self.forbid()
+        else:
+            self.scope["user"] = user  # e.g. no longer a superuser: the filter below uses the new rights
 
     async def worker(self, event: events.WorkerEvent):
-        await self.send_json(event)
+        if self.allowed:
+            await self.send_json(await self._for_viewer([event]))
 
     @database_sync_to_async
     def _current(self) -> list[events.WorkerEvent]:
-        return [events.worker_event(w) for w in Worker.objects.all()]
+        return access.workers_for_viewer(self.scope["user"], [events.worker_event(w) for w in Worker.objects.all()])
+
+    @database_sync_to_async
+    def _for_viewer(self, payloads: list[events.WorkerEvent]) -> events.WorkerEvent:
+        return access.workers_for_viewer(self.scope["user"], payloads)[0]
+
+
+def _current_user(scope):
+    """The socket's user as the database has it now (None if signed out, deactivated or deleted)."""
+    user = scope.get("user")
+    if not (user and user.is_authenticated):
+        return None
+    return get_user_model().objects.filter(pk=user.pk, is_active=True).first()
+
+
+def _rounds(experiment_id: int, after: int) -> list[dict]:
+    rows = RoundMetric.objects.filter(experiment_id=experiment_id, round__gt=after).order_by("round")
+    return [row.to_result_dict() for row in rows]
 
 
 def _query(scope, name: str, default: str = "") -> str:

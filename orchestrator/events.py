@@ -11,10 +11,12 @@ because Redis was away gets it from the database when it reconnects with ``?afte
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Literal, TypedDict
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.db import transaction
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,9 @@ class StatusEvent(TypedDict):
     current_round: int
     total_rounds: int
     error: str
+    # Terminal status and no round still being trained: nothing more will come, the page may close.
+    # A cancel is published while the last round may still be running; its round event comes later.
+    final: bool
 
 
 class LogEvent(TypedDict):
@@ -51,12 +56,24 @@ class WorkerEvent(TypedDict):
     queue: str
     devices: list
     last_heartbeat: str
-    current_experiment_id: int | None
+    current_experiment_id: int | None  # None also when the viewer may not read that experiment
+    busy: bool
     lost: bool
+
+
+class AccessEvent(TypedDict):
+    """Who may read an experiment may have changed: every socket that gets it checks again."""
+
+    type: Literal["access"]
 
 
 def group_name(experiment_id: int) -> str:
     return f"experiment-{experiment_id}"
+
+
+def user_group_name(user_id: int) -> str:
+    """Every socket a signed-in user has open joins this group (team roles and accounts change)."""
+    return f"user-{user_id}"
 
 
 def round_event(experiment_id: int, metrics: dict) -> RoundEvent:
@@ -71,6 +88,7 @@ def status_event(experiment) -> StatusEvent:
         "current_round": experiment.current_round,
         "total_rounds": experiment.total_rounds,
         "error": experiment.error,
+        "final": experiment.is_settled,
     }
 
 
@@ -92,6 +110,7 @@ def worker_event(worker) -> WorkerEvent:
         "devices": worker.devices,
         "last_heartbeat": worker.last_heartbeat.isoformat(),
         "current_experiment_id": worker.current_experiment_id,
+        "busy": worker.current_experiment_id is not None,
         "lost": worker.is_lost,
     }
 
@@ -110,6 +129,22 @@ def publish_log(event) -> None:
 
 def publish_worker(worker) -> None:
     _send(WORKERS_GROUP, worker_event(worker))
+
+
+def publish_access_changed(*, experiment_ids: Iterable[int] = (), user_ids: Iterable[int] = ()) -> None:
+    """Make every open socket of these experiments and users check its access again.
+
+    Sent once the current transaction commits, so the check sees the change (or nothing, on rollback).
+    """
+    groups = [group_name(pk) for pk in experiment_ids] + [user_group_name(pk) for pk in user_ids]
+    event: AccessEvent = {"type": "access"}
+
+    def send() -> None:
+        for group in groups:
+            _send(group, event)
+
+    if groups:
+        transaction.on_commit(send)
 
 
 def _send(group: str, payload: dict) -> None:

@@ -173,6 +173,7 @@ class Experiment(models.Model):
         self.share_token = secrets.token_urlsafe(32)
         self.visibility = Visibility.PUBLIC
         Experiment.objects.filter(pk=self.pk).update(share_token=self.share_token, visibility=self.visibility)
+        self._access_changed()  # sockets opened with the old link close
         return self.share_token
 
     def revoke_public_link(self) -> None:
@@ -180,10 +181,21 @@ class Experiment(models.Model):
         self.share_token = None
         self.visibility = Visibility.TEAM if self.team_id else Visibility.PRIVATE
         Experiment.objects.filter(pk=self.pk).update(share_token=None, visibility=self.visibility)
+        self._access_changed()
+
+    def _access_changed(self) -> None:
+        from orchestrator import events
+
+        events.publish_access_changed(experiment_ids=[self.pk])
 
     @property
     def is_finished(self) -> bool:
         return self.status in FINISHED
+
+    @property
+    def is_settled(self) -> bool:
+        """Finished, and no live worker is still training one of its rounds (whose event is yet to come)."""
+        return self.is_finished and not self.round_in_flight()
 
     def _transition(self, from_states, **changes) -> bool:
         """Apply ``changes`` only if the row is still in one of ``from_states``; refresh on success."""
@@ -282,8 +294,9 @@ class Experiment(models.Model):
         return done
 
     def fail(self, message: str) -> bool:
+        # The failed round is over: releasing its lease lets the page settle at once.
         failed = self._transition(
-            [*ACTIVE, Status.PAUSED], status=Status.FAILED, error=message, finished=timezone.now()
+            [*ACTIVE, Status.PAUSED], status=Status.FAILED, error=message, finished=timezone.now(), lease_expires=None
         )
         if failed:
             self.log("error", message)

@@ -26,6 +26,7 @@ from orchestrator.access import (
     get_experiment_for_user,
     login_or_share_token_required,
     scoped,
+    visible_ids,
 )
 from orchestrator.forms import ExperimentForm, spec_initial
 from orchestrator.leak import leak_warnings
@@ -359,9 +360,10 @@ def experiment_compare(request: HttpRequest) -> HttpResponse:
 
 
 def _workers_for(user) -> list[dict]:
-    visible = set(experiments_visible_to(user).values_list("pk", flat=True))
+    workers = list(Worker.objects.select_related("current_experiment"))
+    visible = visible_ids(user, [w.current_experiment_id for w in workers])  # the workers socket's rule too
     rows = []
-    for w in Worker.objects.select_related("current_experiment"):
+    for w in workers:
         current = w.current_experiment if w.current_experiment_id in visible else None
         rows.append(
             {

@@ -100,17 +100,12 @@ def live_env(redis_url, broker, transactional_db, settings, tmp_path):
     from django.db import connection
 
     from fedweb.celery import app
-    from fedweb.env import redis_urls
+    from fedweb.env import channel_layers, redis_urls
 
     suffix = uuid.uuid4().hex[:8]
     prefix = f"fedweb-test-{suffix}:"
     broker_url, channels = redis_urls(redis_url)
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [channels], "prefix": f"{prefix}asgi", "capacity": 2000},
-        }
-    }
+    settings.CHANNEL_LAYERS = channel_layers(channels, prefix)  # what daphne builds from the env below
     saved = app.conf.broker_url, app.conf.broker_transport_options
     if broker == "amqp":
         broker_url, options = RABBITMQ_URL, {}

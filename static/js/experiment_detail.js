@@ -217,7 +217,9 @@
     } else if (ev.type === "status") {
       updateStatus(ev);
       refreshDetails();
-      if (FINISHED.includes(ev.status) && socket) socket.close(); // terminal: nothing more will come
+      // Close only once the run has settled: a cancel is announced while its last round may still be
+      // training, and that round's event comes after it.
+      if (ev.final && socket) socket.close();
     } else if (ev.type === "log") {
       addLog(ev);
     }

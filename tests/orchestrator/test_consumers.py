@@ -132,3 +132,57 @@ def test_it_streams_workers_to_signed_in_users_only(user):
         await ws.disconnect()
 
     async_to_sync(scenario)()
+
+
+def test_it_sends_recorded_rounds_before_a_terminal_status(experiment, user):
+    async def scenario():
+        ws = _communicator(experiment, user)
+        await ws.connect()
+        await _drain(ws)
+        from channels.db import database_sync_to_async
+
+        # Round 4 is recorded, but its event has not arrived when the web process announces the cancel.
+        await database_sync_to_async(RoundMetric.record)(experiment, _metrics(4))
+        cancelled = {**events.status_event(experiment), "status": "cancelled", "final": True}
+        await events.get_channel_layer().group_send(events.group_name(experiment.pk), cancelled)
+        got = await _drain(ws)
+        assert [(m["type"], m.get("round")) for m in got] == [("round", 4), ("status", None)]
+        await ws.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_it_calls_a_status_final_only_when_no_live_worker_still_trains_a_round(experiment):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from orchestrator.models import Worker
+
+    worker = Worker.objects.create(hostname="w1@box", queue="cpu", current_experiment=experiment)
+
+    def final(status: str) -> bool:
+        Experiment.objects.filter(pk=experiment.pk).update(status=status)
+        experiment.refresh_from_db()
+        return events.status_event(experiment)["final"]
+
+    assert not final("running")
+    assert not final("cancelled")  # its last round is still training: that round's event comes later
+    Worker.objects.filter(pk=worker.pk).update(last_heartbeat=timezone.now() - timedelta(hours=1))
+    assert final("cancelled")  # a lost worker will publish nothing more
+    Worker.objects.filter(pk=worker.pk).update(last_heartbeat=timezone.now(), current_experiment=None)
+    assert final("cancelled") and final("completed") and final("failed")
+    assert not final("paused")
+
+
+def test_it_keeps_redis_sockets_open_longer_than_the_channel_layers_blocking_read(settings):
+    from channels_redis.core import RedisChannelLayer
+
+    import fedweb.settings as configured  # the module, not the test's in-memory override
+    from fedweb.env import channel_layers
+
+    config = channel_layers("redis://127.0.0.1:6379/1", "p:")["default"]["CONFIG"]
+    # Equal timeouts closed every idle socket after 5 s ("Timeout reading from ..." in daphne's log).
+    assert config["hosts"][0]["socket_timeout"] > RedisChannelLayer.brpop_timeout
+    assert config["prefix"] == "p:asgi"
+    assert configured.CHANNEL_LAYERS == channel_layers(configured._CHANNELS_URL, configured.REDIS_PREFIX)

@@ -3,31 +3,14 @@
 import json
 
 import pytest
-from django.test import Client
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import connect
 
 from orchestrator.models import Experiment, Status
 from tests.conftest import TINY_SPEC
+from tests.orchestrator.wsclient import experiment_socket as _socket
+from tests.orchestrator.wsclient import session_cookie as _cookie
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
-
-
-def _cookie(username, password) -> str:
-    client = Client()
-    assert client.login(username=username, password=password)
-    return f"sessionid={client.cookies['sessionid'].value}"
-
-
-def _socket(server, experiment_id, cookie=None, after=None):
-    query = f"?after={after}" if after is not None else ""
-    headers = {"Cookie": cookie} if cookie else {}
-    return connect(
-        f"ws://{server}/ws/experiments/{experiment_id}/{query}",
-        origin=f"http://{server}",
-        additional_headers=headers,
-        open_timeout=10,
-    )
 
 
 def _until_completed(ws, timeout=120) -> list[dict]:
