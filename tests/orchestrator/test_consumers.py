@@ -157,21 +157,17 @@ def test_it_calls_a_status_final_only_when_no_live_worker_still_trains_a_round(e
 
     from django.utils import timezone
 
-    from orchestrator.models import Worker
-
-    worker = Worker.objects.create(hostname="w1@box", queue="cpu", current_experiment=experiment)
-
-    def final(status: str) -> bool:
-        Experiment.objects.filter(pk=experiment.pk).update(status=status)
+    def final(status: str, **fields) -> bool:
+        Experiment.objects.filter(pk=experiment.pk).update(status=status, **fields)
         experiment.refresh_from_db()
         return events.status_event(experiment)["final"]
 
-    assert not final("running")
+    in_flight = {"claimed_round": 1, "current_round": 0, "lease_expires": timezone.now() + timedelta(minutes=1)}
+    assert not final("running", **in_flight)
     assert not final("cancelled")  # its last round is still training: that round's event comes later
-    Worker.objects.filter(pk=worker.pk).update(last_heartbeat=timezone.now() - timedelta(hours=1))
-    assert final("cancelled")  # a lost worker will publish nothing more
-    Worker.objects.filter(pk=worker.pk).update(last_heartbeat=timezone.now(), current_experiment=None)
-    assert final("cancelled") and final("completed") and final("failed")
+    assert final("cancelled", lease_expires=timezone.now() - timedelta(seconds=1))  # its holder died
+    assert final("cancelled", **{**in_flight, "current_round": 1})  # recorded: nothing more to come
+    assert final("completed") and final("failed")
     assert not final("paused")
 
 
