@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from fedweb.env import database_config, env_bool, env_int, env_list, env_str, redis_urls, secret_key
+from fedweb.env import database_config, env_bool, env_bytes, env_int, env_list, env_str, redis_urls, secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -20,6 +20,14 @@ CHECKPOINT_KEEP = env_int("CHECKPOINT_KEEP", 3, min_value=1)
 # A worker whose last heartbeat is older than this is shown as lost.
 WORKER_LOST_AFTER = env_int("WORKER_LOST_AFTER", 60, min_value=1)
 HEARTBEAT_INTERVAL = env_int("HEARTBEAT_INTERVAL", 5, min_value=1)
+# What the queue accepts: a spec over any limit is refused at submission with its estimate
+# (workers.engine.capacity; the defaults are Limits()'s). Memory is per round, on one device.
+FEDWEB_MAX_PARAMS = env_int("FEDWEB_MAX_PARAMS", 100_000_000, min_value=1)
+FEDWEB_MAX_ROUND_MEMORY_CPU = env_bytes("FEDWEB_MAX_ROUND_MEMORY_CPU", 32 * 10**9)
+FEDWEB_MAX_ROUND_MEMORY_GPU = env_bytes("FEDWEB_MAX_ROUND_MEMORY_GPU", 80 * 10**9)
+FEDWEB_MAX_ROUNDS = env_int("FEDWEB_MAX_ROUNDS", 100_000, min_value=1)
+FEDWEB_MAX_CLIENTS = env_int("FEDWEB_MAX_CLIENTS", 500_000, min_value=1)
+FEDWEB_MAX_DATASET = env_bytes("FEDWEB_MAX_DATASET", 16 * 10**9)
 
 INSTALLED_APPS = [
     "daphne",  # first, so `runserver` serves ASGI (WebSockets) too

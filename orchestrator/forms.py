@@ -12,6 +12,7 @@ import json
 from django import forms
 
 from orchestrator.access import teams_for_creation
+from orchestrator.limits import check_new_spec
 from workers.engine.spec import SECTIONS, Spec, SpecError, field_help
 
 # Derived from the algorithm; showing it would only let the two disagree.
@@ -86,8 +87,11 @@ def fieldsets() -> list[tuple[str, list[str]]]:
 
 
 def spec_initial(spec: dict) -> dict:
-    """Form initial values from a (partial) spec dict; the engine's defaults fill the rest."""
-    full = Spec.from_dict(spec).to_dict()
+    """Form initial values from a (partial) spec dict; the engine's defaults fill the rest.
+
+    A stored spec (a clone) is loaded without today's bounds; the form then flags what is over them.
+    """
+    full = Spec.from_stored(spec).to_dict()
     initial = {}
     for dotted in field_help():
         section, _, name = dotted.partition(".")
@@ -133,6 +137,7 @@ class ExperimentForm(forms.Form):
             return cleaned  # the spec can't be judged from half of its fields
         try:
             self.spec = Spec.from_dict(self.spec_dict())
+            check_new_spec(self.spec)
         except SpecError as e:
             field = form_name(e.field)
             if field in self.fields:
