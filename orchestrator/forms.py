@@ -45,10 +45,15 @@ def spec_field(dotted: str, meta: dict) -> forms.Field:
     if kind == "bool":
         return forms.BooleanField(required=False, **common)
     common["error_messages"]["invalid"] = f"{dotted} must be a {'whole number' if kind == 'int' else 'number'}"
+    # The engine's bounds as a hint in the help and on the input; the engine still judges the value.
+    attrs = {k: meta[k] for k in ("min", "max") if meta.get(k) is not None and not (k == "min" and meta["min_open"])}
+    if meta.get("max") is not None:
+        lowest = f"> {meta['min']}" if meta["min_open"] else f">= {meta['min']}"
+        common["help_text"] += f" Range: {lowest}, <= {meta['max']:,}."
     if kind == "int":
-        return forms.IntegerField(**common)
+        return forms.IntegerField(widget=forms.NumberInput(attrs=attrs), **common)
     if kind == "float":
-        return forms.FloatField(widget=forms.NumberInput(attrs={"step": "any"}), **common)
+        return forms.FloatField(widget=forms.NumberInput(attrs={"step": "any", **attrs}), **common)
     return forms.CharField(required=meta["nullable"] is False and default is not None, **common)
 
 
