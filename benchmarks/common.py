@@ -74,10 +74,14 @@ def apply_options(spec: Spec, opts: Options, **compute: Any) -> Spec:
     return spec.replace(compute={"device": opts.device, "precision": opts.precision, **compute})
 
 
-def run_engine(spec: Spec, *, warmup: int, desc: str, sim: Simulation | None = None) -> EngineRun:
-    """Build a Simulation (timed as set-up), run ``warmup`` rounds, then the rest of ``spec.rounds``."""
+def run_engine(
+    spec: Spec, *, warmup: int, desc: str, sim: Simulation | None = None, data_root: str | None = None
+) -> EngineRun:
+    """Build a Simulation (timed as set-up), run ``warmup`` rounds, then the rest of ``spec.rounds``.
+
+    ``data_root`` is the folder ``data.path`` may lead into (the engine confines file datasets)."""
     t0 = time.perf_counter()
-    sim = sim or Simulation(spec)
+    sim = sim or Simulation(spec, data_root=data_root)
     setup = time.perf_counter() - t0
     flops = flops_per_sample(sim.model, tuple(sim.replicas[0].data.input_shape))
     done: list[RoundResult] = []

@@ -56,7 +56,7 @@ def run(opts: Options) -> dict[str, Any]:
             path = str(write_generated_cifar(Path(tmp), num_train, max(100, num_train // 5)))
             source = f"generated CIFAR-format batches ({num_train} training images), written to a temp dir"
         spec = workload(opts, path)
-        run_ = run_engine(spec, warmup=1, desc=NAME)
+        run_ = run_engine(spec, warmup=1, desc=NAME, data_root=path)
     summary = summarise(run_, opts.precision)
     total, extrapolated = whole_run_seconds(
         run_, summary, opts, full_samples_per_round=FULL_CLIENTS * FULL_IMAGES, full_rounds=FULL_ROUNDS

@@ -196,3 +196,24 @@ def channel_layers(url: str, prefix: str = "") -> dict:
             },
         }
     }
+
+
+_BYTE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+_BYTE_UNITS.update({"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40})
+
+
+def env_bytes(name: str, default: int) -> int:
+    """A size in bytes: ``34359738368``, ``512MB``, ``32GB``, ``1.5TB`` or ``16GiB``."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    text = raw.strip().upper().replace(" ", "")
+    number = text.rstrip("KMGTIB")
+    unit = text[len(number) :]
+    try:
+        value = float(number) * _BYTE_UNITS[unit]
+    except (KeyError, ValueError):
+        raise ImproperlyConfigured(f"{name} must be a size such as 32GB or 512MB, not {raw!r}") from None
+    if not value >= 1 or value == float("inf"):
+        raise ImproperlyConfigured(f"{name} must be a positive size, not {raw!r}")
+    return int(value)

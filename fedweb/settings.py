@@ -9,6 +9,7 @@ from fedweb.env import (
     channel_layers,
     database_config,
     env_bool,
+    env_bytes,
     env_int,
     env_list,
     env_str,
@@ -36,6 +37,14 @@ if HEARTBEAT_INTERVAL >= WORKER_LOST_AFTER:
     raise ImproperlyConfigured("HEARTBEAT_INTERVAL must be shorter than WORKER_LOST_AFTER")
 # A round sent but claimed by no worker for this long is sent again (a lost message; harmless if not).
 ROUND_RESEND_AFTER = env_int("ROUND_RESEND_AFTER", 300, min_value=1)
+# What the queue accepts: a spec over any limit is refused at submission with its estimate
+# (workers.engine.capacity; the defaults are Limits()'s). Memory is per round, on one device.
+FEDWEB_MAX_PARAMS = env_int("FEDWEB_MAX_PARAMS", 100_000_000, min_value=1)
+FEDWEB_MAX_ROUND_MEMORY_CPU = env_bytes("FEDWEB_MAX_ROUND_MEMORY_CPU", 32 * 10**9)
+FEDWEB_MAX_ROUND_MEMORY_GPU = env_bytes("FEDWEB_MAX_ROUND_MEMORY_GPU", 80 * 10**9)
+FEDWEB_MAX_ROUNDS = env_int("FEDWEB_MAX_ROUNDS", 100_000, min_value=1)
+FEDWEB_MAX_CLIENTS = env_int("FEDWEB_MAX_CLIENTS", 500_000, min_value=1)
+FEDWEB_MAX_DATASET = env_bytes("FEDWEB_MAX_DATASET", 16 * 10**9)
 
 INSTALLED_APPS = [
     "daphne",  # first, so `runserver` serves ASGI (WebSockets) too

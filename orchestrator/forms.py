@@ -12,6 +12,7 @@ import json
 from django import forms
 
 from orchestrator.access import teams_for_creation
+from orchestrator.limits import check_new_spec
 from workers.engine.spec import SECTIONS, Spec, SpecError, field_help
 
 # Derived from the algorithm; showing it would only let the two disagree.
@@ -44,10 +45,15 @@ def spec_field(dotted: str, meta: dict) -> forms.Field:
     if kind == "bool":
         return forms.BooleanField(required=False, **common)
     common["error_messages"]["invalid"] = f"{dotted} must be a {'whole number' if kind == 'int' else 'number'}"
+    # The engine's bounds as a hint in the help and on the input; the engine still judges the value.
+    attrs = {k: meta[k] for k in ("min", "max") if meta.get(k) is not None and not (k == "min" and meta["min_open"])}
+    if meta.get("max") is not None:
+        lowest = f"> {meta['min']}" if meta["min_open"] else f">= {meta['min']}"
+        common["help_text"] += f" Range: {lowest}, <= {meta['max']:,}."
     if kind == "int":
-        return forms.IntegerField(**common)
+        return forms.IntegerField(widget=forms.NumberInput(attrs=attrs), **common)
     if kind == "float":
-        return forms.FloatField(widget=forms.NumberInput(attrs={"step": "any"}), **common)
+        return forms.FloatField(widget=forms.NumberInput(attrs={"step": "any", **attrs}), **common)
     return forms.CharField(required=meta["nullable"] is False and default is not None, **common)
 
 
@@ -86,8 +92,11 @@ def fieldsets() -> list[tuple[str, list[str]]]:
 
 
 def spec_initial(spec: dict) -> dict:
-    """Form initial values from a (partial) spec dict; the engine's defaults fill the rest."""
-    full = Spec.from_dict(spec).to_dict()
+    """Form initial values from a (partial) spec dict; the engine's defaults fill the rest.
+
+    A stored spec (a clone) is loaded without today's bounds; the form then flags what is over them.
+    """
+    full = Spec.from_stored(spec).to_dict()
     initial = {}
     for dotted in field_help():
         section, _, name = dotted.partition(".")
@@ -133,6 +142,7 @@ class ExperimentForm(forms.Form):
             return cleaned  # the spec can't be judged from half of its fields
         try:
             self.spec = Spec.from_dict(self.spec_dict())
+            check_new_spec(self.spec)
         except SpecError as e:
             field = form_name(e.field)
             if field in self.fields:

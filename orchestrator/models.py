@@ -20,6 +20,7 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.utils import timezone
 
+from orchestrator.limits import check_new_spec
 from workers.engine.result import ROUND_RESULT_FIELDS
 from workers.engine.spec import Spec, SpecError
 
@@ -42,7 +43,7 @@ def validate_spec(value) -> None:
     from django.core.exceptions import ValidationError
 
     try:
-        Spec.from_dict(value)
+        Spec.from_stored(value)  # new rows are judged in full by Experiment.clean() and save()
     except SpecError as e:
         raise ValidationError(str(e), code=e.field) from None
 
@@ -98,8 +99,11 @@ class Experiment(models.Model):
         return f"{self.name} (#{self.pk})"
 
     def save(self, *args, **kwargs):
-        # The spec is normalised (defaults filled in) so what is stored is exactly what runs.
-        spec = Spec.from_dict(self.spec)
+        # The spec is normalised (defaults filled in) so what is stored is exactly what runs. A new
+        # one must pass today's bounds and limits; a stored one is not judged again.
+        spec = Spec.from_dict(self.spec) if self._state.adding else Spec.from_stored(self.spec)
+        if self._state.adding:
+            check_new_spec(spec)
         self.spec = spec.to_dict()
         self.total_rounds = spec.rounds
         # A public experiment always has a link token, and only a public one has it.
@@ -114,11 +118,16 @@ class Experiment(models.Model):
 
         if self.visibility == Visibility.TEAM and self.team_id is None:
             raise ValidationError({"visibility": "Choose a team to share the experiment with its team"})
+        if self._state.adding:
+            try:
+                check_new_spec(Spec.from_dict(self.spec))
+            except SpecError as e:
+                raise ValidationError({"spec": str(e)}) from None
 
     # -- domain ------------------------------------------------------------------------------
 
     def spec_obj(self) -> Spec:
-        return Spec.from_dict(self.spec)
+        return Spec.from_stored(self.spec)
 
     # -- access (orchestrator.access asks these; views ask orchestrator.access) -------------------
 

@@ -1,57 +1,37 @@
-"""What the new-experiment page shows before anything runs: the bandwidth estimate and the
-partition preview. Both come from the engine; both are cheap (models built on the meta device,
-partitions of small datasets only) and cached.
+"""What the new-experiment page shows before anything runs: the bandwidth and resource
+estimates and the partition preview. All come from the engine; all are cheap (models built on
+the meta device, partitions of small datasets only) and cached.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from functools import lru_cache
 
 from django.core.cache import cache
 
-from workers.engine.spec import DataSpec, ModelSpec, Spec, SpecError
+from orchestrator.limits import check_new_spec, server_limits
+from workers.engine.capacity import LIMIT_SETTINGS, model_layout
+from workers.engine.data.shapes import FILE_DATASETS
+from workers.engine.spec import Spec, SpecError
 
 PREVIEW_MAX_CLIENTS = 50
-# Datasets read from files the web process may not have; their partition is not previewed.
-FILE_DATASETS = ("emnist_h5", "femnist_leaf", "cifar10")
 # Above this many generated samples the preview would take seconds of CPU on the web server.
 PREVIEW_MAX_SAMPLES = 60_000
 
 
-def input_shape_of(data: DataSpec) -> tuple[tuple[int, ...], int]:
-    """(sample shape, classes) of a dataset, without loading it; mirrors the engine's loaders."""
-    from workers.engine.data import images, synthetic, tokens
-
-    if data.dataset == "digits":
-        return (1, data.image_size, data.image_size), 10
-    if data.dataset == "synthetic":
-        return (synthetic.DIMENSION,), synthetic.NUM_CLASSES
-    if data.dataset == "synthetic_images":
-        return (1, images.SIDE, images.SIDE), data.num_classes
-    if data.dataset == "tokens":
-        return (data.seq_len,), tokens.VOCAB
-    if data.dataset == "cifar10":
-        return (3, 32, 32), 10
-    return (1, 28, 28), 62 if data.dataset == "femnist_leaf" else 10
-
-
-@lru_cache(maxsize=64)
-def _layout(model_json: str, shape: tuple[int, ...], classes: int) -> tuple[int, ...]:
-    import torch
-
-    from workers.engine.models import MODELS
-
-    model_spec = ModelSpec(**json.loads(model_json))
-    with torch.device("meta"):  # shapes only: no memory, no random numbers
-        model = MODELS[model_spec.name](model_spec, shape, classes)
-    return tuple(p.numel() for p in model.parameters())
-
-
-def model_layout(spec: Spec) -> tuple[int, ...]:
-    shape, classes = input_shape_of(spec.data)
-    return _layout(json.dumps(spec.to_dict()["model"], sort_keys=True), shape, classes)
+def resource_estimate(spec: Spec) -> dict:
+    """Parameters, memory per round and dataset size (the capacity check's own estimate), with
+    this server's limits for the device the spec will run on."""
+    est = check_new_spec(spec)
+    limits = server_limits()
+    return {
+        **est.to_dict(),
+        "limit_params": limits.max_params,
+        "limit_round_bytes": getattr(limits, f"max_round_memory_bytes_{est.device_kind}"),
+        "limit_dataset_bytes": limits.max_dataset_bytes,
+        "limit_setting": LIMIT_SETTINGS[f"max_round_memory_bytes_{est.device_kind}"],
+    }
 
 
 def bandwidth_estimate(spec: Spec) -> dict:
@@ -83,6 +63,7 @@ def bandwidth_estimate(spec: Spec) -> dict:
         "formula_total": 8 * params * total_clients,
         "uplink": c.uplink,
         "downlink": c.downlink,
+        "resources": resource_estimate(spec),
     }
 
 

@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from accounts.models import Team
 from orchestrator import access
+from orchestrator.limits import check_new_spec
 from orchestrator.models import Experiment, RoundMetric, Visibility
 from workers.engine.result import ROUND_RESULT_FIELDS
 from workers.engine.spec import Spec, SpecError
@@ -78,9 +79,11 @@ class ExperimentCreateSerializer(serializers.Serializer):
 
     def validate_spec(self, value) -> dict:
         try:
-            return Spec.from_dict(value).to_dict()
+            spec = Spec.from_dict(value)
+            check_new_spec(spec)
         except SpecError as e:
             raise serializers.ValidationError({e.field: [str(e)]}) from None
+        return spec.to_dict()
 
     def validate_team(self, team):
         # Same answer for a team that doesn't exist and one you may not create in: no leak.

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from django.conf import settings
 
+from orchestrator.limits import datasets_root
 from orchestrator.models import Checkpoint, Experiment, checkpoint_folder
 from workers.engine.result import RoundResult
 from workers.engine.runner import Simulation
@@ -80,10 +81,10 @@ def _simulation_for(experiment: Experiment, round_number: int, report: Report, g
 def _rebuild(experiment: Experiment, want: int, report: Report, group_size: int | None) -> _Entry:
     checkpoint = experiment.latest_checkpoint(at_most=want)
     if checkpoint is not None and Path(checkpoint.path).exists():
-        sim = Simulation.from_checkpoint(checkpoint.path)
+        sim = Simulation.from_checkpoint(checkpoint.path, data_root=datasets_root())
         origin = f"the checkpoint of round {checkpoint.round}"
     else:
-        sim = Simulation(experiment.spec_obj())
+        sim = Simulation(experiment.spec_obj(), data_root=datasets_root())
         origin = "the start"
     if group_size is not None and group_size != sim.spec.compute.client_group_size:
         sim.set_client_group_size(group_size)

@@ -1,4 +1,4 @@
-// New-experiment form: the bandwidth estimate and the partition preview follow the form values.
+// New-experiment form: the resource and bandwidth estimates and the partition preview follow the form values.
 (function () {
   "use strict";
   const form = document.getElementById("experiment-form");
@@ -29,7 +29,9 @@
     const err = $("bandwidth-error");
     $("bandwidth-values").style.opacity = res.ok ? 1 : 0.35;
     err.hidden = res.ok;
+    $("resource-values").style.opacity = res.ok ? 1 : 0.35;
     if (!res.ok) { err.textContent = errorText(body); return; }
+    resources(body.resources);
     $("bw-model").textContent = `${body.params.toLocaleString()} params (${bytes(4 * body.params)} fp32)`;
     $("bw-clients").textContent = `${body.clients_per_round.toFixed(1)} × ${body.rounds} = ${body.client_rounds.toLocaleString()}`;
     $("bw-down-client").textContent = `${bytes(body.down_per_client)} (${body.downlink})`;
@@ -39,6 +41,13 @@
     $("bw-total").textContent = bytes(body.total);
     const saving = body.formula_total > 0 ? Math.round(100 * (1 - body.total / body.formula_total)) : 0;
     $("bw-formula").textContent = `${bytes(body.formula_total)}${saving > 0 ? ` (codecs save ${saving}%)` : ""}`;
+  }
+
+  function resources(r) {
+    const where = r.device_kind === "gpu" ? "GPU" : "host";
+    $("res-params").textContent = `${r.params.toLocaleString()} (limit ${r.limit_params.toLocaleString()})`;
+    $("res-round").textContent = `${bytes(r.round_bytes)} of ${where} memory (limit ${bytes(r.limit_round_bytes)})`;
+    $("res-data").textContent = r.dataset_bytes === null ? "read from files" : `${bytes(r.dataset_bytes)} (limit ${bytes(r.limit_dataset_bytes)})`;
   }
 
   let partSeq = 0, lastDataKey = null;

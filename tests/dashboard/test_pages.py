@@ -197,7 +197,7 @@ def test_it_previews_the_partition_as_label_counts(alice_client):
 
 def test_it_refuses_partition_previews_that_need_files_or_too_much_work(alice_client):
     body = alice_client.get(
-        "/experiments/new/partition.json", form_data(data__dataset="cifar10", data__path="/x")
+        "/experiments/new/partition.json", form_data(data__dataset="cifar10", data__path="x")
     ).json()
     assert "data.dataset" in body["errors"]
     big = form_data(data__dataset="synthetic_images", data__partition="natural", data__num_clients="3400",

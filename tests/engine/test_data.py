@@ -202,7 +202,9 @@ def test_it_reads_federated_emnist_h5_by_writer(tmp_path):
     _write_h5(tmp_path / "fed_emnist_test.h5", {"f0001": 2, "f0002": 1}, seed=1)
 
     # Execute
-    data = build_data(_spec(dataset="emnist_h5", path=str(tmp_path), num_clients=2, partition="natural"), seed=0)
+    data = build_data(
+        _spec(dataset="emnist_h5", path=str(tmp_path), num_clients=2, partition="natural"), seed=0, data_root=tmp_path
+    )
 
     # Assert: the first two writers in sorted order, the whole test file
     _assert_well_formed(data, 2)
@@ -222,7 +224,9 @@ def test_it_resplits_pooled_emnist_from_the_train_file(tmp_path):
     _write_h5(tmp_path / "fed_emnist_digitsonly_test.h5", {"a": 2}, seed=1, digits_only=True)
 
     # Execute
-    data = build_data(_spec(dataset="emnist_h5", path=str(train), num_clients=4, partition="iid"), seed=0)
+    data = build_data(
+        _spec(dataset="emnist_h5", path=str(train), num_clients=4, partition="iid"), seed=0, data_root=tmp_path
+    )
 
     # Assert
     _assert_well_formed(data, 4)
@@ -233,14 +237,22 @@ def test_it_refuses_more_writers_than_the_file_has(tmp_path):
     _write_h5(tmp_path / "fed_emnist_train.h5", {"a": 2}, seed=0)
     _write_h5(tmp_path / "fed_emnist_test.h5", {"a": 1}, seed=1)
     with pytest.raises(SpecError) as e:
-        build_data(_spec(dataset="emnist_h5", path=str(tmp_path), num_clients=2, partition="natural"), seed=0)
+        build_data(
+            _spec(dataset="emnist_h5", path=str(tmp_path), num_clients=2, partition="natural"),
+            seed=0,
+            data_root=tmp_path,
+        )
     assert e.value.field == "data.num_clients"
 
 
 @pytest.mark.parametrize("dataset", ["emnist_h5", "femnist_leaf", "cifar10"])
 def test_it_names_data_path_when_files_are_missing(tmp_path, dataset):
     with pytest.raises(SpecError) as e:
-        build_data(_spec(dataset=dataset, path=str(tmp_path / "nowhere"), num_clients=1, partition="iid"), seed=0)
+        build_data(
+            _spec(dataset=dataset, path=str(tmp_path / "nowhere"), num_clients=1, partition="iid"),
+            seed=0,
+            data_root=tmp_path,
+        )
     assert e.value.field == "data.path"
 
 
@@ -250,7 +262,11 @@ def test_it_reads_leaf_json_by_user(tmp_path):
     _write_leaf(tmp_path, "test", {"u1": 1, "u2": 1})
 
     # Execute
-    data = build_data(_spec(dataset="femnist_leaf", path=str(tmp_path), num_clients=3, partition="natural"), seed=0)
+    data = build_data(
+        _spec(dataset="femnist_leaf", path=str(tmp_path), num_clients=3, partition="natural"),
+        seed=0,
+        data_root=tmp_path,
+    )
 
     # Assert
     _assert_well_formed(data, 3)
@@ -264,13 +280,20 @@ def test_it_reads_cifar10_batches(tmp_path):
     _write_cifar(tmp_path / "cifar-10-batches-py")
 
     # Execute
-    data = build_data(_spec(dataset="cifar10", path=str(tmp_path), num_clients=3, partition="shards"), seed=0)
+    data = build_data(
+        _spec(dataset="cifar10", path=str(tmp_path), num_clients=3, partition="shards"), seed=0, data_root=tmp_path
+    )
 
     # Assert
     _assert_well_formed(data, 3)
     assert data.x_train.dtype == torch.uint8 and data.x_train.shape == (30, 3, 32, 32)
     assert len(data.y_test) == 6 and data.num_classes == 10
-    _assert_same(data, build_data(_spec(dataset="cifar10", path=str(tmp_path), num_clients=3, partition="shards"), 0))
+    _assert_same(
+        data,
+        build_data(
+            _spec(dataset="cifar10", path=str(tmp_path), num_clients=3, partition="shards"), 0, data_root=tmp_path
+        ),
+    )
 
 
 class _Exploit:
@@ -295,5 +318,7 @@ def test_it_reports_a_malicious_cifar_batch_as_a_bad_path(tmp_path):
 
     # Execute / Assert
     with pytest.raises(SpecError) as e:
-        build_data(_spec(dataset="cifar10", path=str(folder), num_clients=1, partition="iid"), seed=0)
+        build_data(
+            _spec(dataset="cifar10", path=str(folder), num_clients=1, partition="iid"), seed=0, data_root=tmp_path
+        )
     assert e.value.field == "data.path" and "test_batch" in str(e.value)

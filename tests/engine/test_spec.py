@@ -80,3 +80,66 @@ def test_it_documents_every_field():
 def test_it_builds_every_preset():
     for name in PRESETS:
         assert preset_spec(name).rounds >= 1
+
+
+NUMERIC_FIELDS = [
+    name for name, meta in field_help().items() if meta["type"] in ("int", "float") and not meta["choices"]
+]
+
+
+def _nested(dotted: str, value) -> dict:
+    section, _, name = dotted.partition(".")
+    return {section: {name: value}} if name else {section: value}
+
+
+def test_it_bounds_every_numeric_field_on_both_sides():
+    help = field_help()
+    assert NUMERIC_FIELDS and all(help[f]["min"] is not None and help[f]["max"] is not None for f in NUMERIC_FIELDS)
+
+
+@pytest.mark.parametrize("field", NUMERIC_FIELDS)
+@pytest.mark.parametrize("value", [1e308, 10**18, -1, "NaN", float("inf"), "1e3", [1], {"x": 1}, True])
+def test_it_refuses_hostile_numbers_naming_the_field(field, value):
+    with pytest.raises(SpecError) as err:
+        Spec.from_dict(_nested(field, value))
+
+    assert err.value.field == field and len(str(err.value)) < 200
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("local.lr", 1e308, "local.lr must be <= 10"),
+        ("evaluation.every", 10**18, "evaluation.every must be <= 1000000"),
+        ("model.hidden", 10**9, "model.hidden must be <= 65536"),
+        ("algorithm.server_lr", 1000.0, "algorithm.server_lr must be <= 100"),
+        ("local.weight_decay", 2.0, "local.weight_decay must be <= 1"),
+        ("data.synthetic_alpha", 101.0, "data.synthetic_alpha must be <= 100"),
+        ("algorithm.tau", 2.0, "algorithm.tau must be <= 1"),
+    ],
+)
+def test_it_says_the_bound(field, value, message):
+    with pytest.raises(SpecError, match=f"^{message}$"):
+        Spec.from_dict(_nested(field, value))
+
+
+def test_it_refuses_huge_lists_and_strings_before_reading_them():
+    with pytest.raises(SpecError, match=r"^participation\.schedule is too long: at most 1,000,000 entries$"):
+        Spec.from_dict({"participation": {"schedule": ["x"] * 1_000_001}})
+    with pytest.raises(SpecError, match=r"^data\.path is too long"):
+        Spec.from_dict({"data": {"path": "a" * 5000}})
+    with pytest.raises(SpecError) as err:
+        Spec.from_dict({"model": {"name": "x" * 100_000}})
+    assert err.value.field == "model.name" and len(str(err.value)) < 200  # the value is not echoed whole
+
+
+def test_it_still_loads_a_spec_stored_before_the_bounds():
+    old = {"local": {"lr": 1e308}, "evaluation": {"every": 10**18}, "model": {"name": "mlp", "hidden": 10**9}}
+
+    spec = Spec.from_stored(old)
+
+    assert spec.local.lr == 1e308 and spec.model.hidden == 10**9
+    with pytest.raises(SpecError):
+        Spec.from_dict(old)
+    with pytest.raises(SpecError, match="model.name must be one of"):  # types and choices still apply
+        Spec.from_stored({"model": {"name": "resnet"}})

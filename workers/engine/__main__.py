@@ -2,6 +2,10 @@
 
 One RoundResult JSON object per line on stdout; a progress bar (round, loss, accuracy, ETA) on
 stderr, so ``> rounds.jsonl`` captures clean data.
+
+Dataset files (``data.path``) are read only inside ``--data-root``: by default
+``$FEDWEB_DATA_DIR/datasets`` when FEDWEB_DATA_DIR is set, else the current directory. This is
+the user's own terminal, so ``--data-root /`` lifts the confinement for files they own anywhere.
 """
 
 from __future__ import annotations
@@ -27,6 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--checkpoint", type=Path, help="write a checkpoint here when the run stops")
     run.add_argument("--resume", type=Path, help="continue from this checkpoint")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--data-root",
+        type=Path,
+        help="folder that data.path is relative to and may not leave "
+        "(default: $FEDWEB_DATA_DIR/datasets if set, else the current directory)",
+    )
     sub.add_parser("presets", help="list the named presets")
     args = parser.parse_args(argv)
     try:
@@ -77,9 +87,9 @@ def _run(args) -> int:
     from workers.engine.runner import Simulation
 
     if args.resume:
-        sims = [Simulation.from_checkpoint(args.resume, device=args.device)]
+        sims = [Simulation.from_checkpoint(args.resume, device=args.device, data_root=args.data_root)]
     else:
-        sims = [Simulation(spec) for spec in _load_specs(args)]
+        sims = [Simulation(spec, data_root=args.data_root) for spec in _load_specs(args)]
     for i, sim in enumerate(sims):
         label = f"{args.preset or 'run'}" + (
             f" [{i + 1}/{len(sims)}: uplink {sim.spec.communication.uplink}]" if len(sims) > 1 else ""

@@ -71,6 +71,7 @@ class Simulation:
         device: str | None = None,
         devices: Sequence[torch.device] | None = None,
         callbacks: Iterable[Callback] = (),
+        data_root: str | Path | None = None,  # where data.path may lead (see data.paths.confine)
     ):
         self.spec = spec
         self.callbacks = list(callbacks)
@@ -80,7 +81,7 @@ class Simulation:
         self.round = 0
         self.rng = np.random.default_rng(spec.seed)
 
-        data = build_data(spec.data, spec.seed)
+        data = build_data(spec.data, spec.seed, data_root=data_root)
         self.input_shape = data.input_shape
         # Copies, not views: process isolation moves tensor storage into shared memory, which
         # would leave a NumPy view pointing at freed memory.
@@ -372,7 +373,7 @@ class Simulation:
         with safe_open(str(path), framework="pt") as f:
             meta = json.loads(f.metadata()["fedweb"])
             tensors = {k: f.get_tensor(k) for k in f.keys()}
-        sim = cls(Spec.from_dict(meta["spec"]), device=device, **kwargs)
+        sim = cls(Spec.from_stored(meta["spec"]), device=device, **kwargs)  # written before any newer bounds
         sim.load_state_dict(tensors, meta)
         return sim
 
@@ -402,8 +403,7 @@ def make_replica(
         trainer.compile = spec.compute.compile
     else:
         trainer = SequentialTrainer(template, slots, cfg, device)
-    replica = _Replica(device=device, data=data, trainer=trainer)
-    return replica
+    return _Replica(device=device, data=data, trainer=trainer)
 
 
 def max_slots(spec: Spec) -> int:

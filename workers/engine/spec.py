@@ -43,7 +43,7 @@ class SpecError(ValueError):
         self.message = message
 
 
-def _meta(help: str, *, choices=None, min=None, max=None, min_open=False, nullable=False):
+def _meta(help: str, *, choices=None, min=None, max=None, min_open=False, nullable=False, max_length=None):
     return {
         "help": help,
         "choices": choices,
@@ -51,6 +51,7 @@ def _meta(help: str, *, choices=None, min=None, max=None, min_open=False, nullab
         "max": max,
         "min_open": min_open,
         "nullable": nullable,
+        "max_length": max_length,  # of a string or a list
     }
 
 
@@ -65,14 +66,19 @@ class DataSpec:
     dataset: str = _f("digits", "Dataset: bundled digits, generated benchmarks, or files you have.", choices=DATASETS)
     num_clients: int = _f(100, "Number of clients the data is split into.", min=1, max=1_000_000)
     partition: str = _f("dirichlet", "How samples are split between clients.", choices=PARTITIONS)
-    alpha: float = _f(0.5, "Dirichlet concentration; smaller is more non-IID.", min=0, min_open=True)
-    shards_per_client: int = _f(2, "Classes per client for the 'shards' partition.", min=1)
-    path: str | None = _f(None, "File or folder for emnist_h5, femnist_leaf and cifar10.", nullable=True)
+    alpha: float = _f(0.5, "Dirichlet concentration; smaller is more non-IID.", min=0, min_open=True, max=10_000)
+    shards_per_client: int = _f(2, "Classes per client for the 'shards' partition.", min=1, max=1000)
+    path: str | None = _f(
+        None,
+        "File or folder for emnist_h5, femnist_leaf and cifar10, relative to the server's datasets folder.",
+        nullable=True,
+        max_length=1024,
+    )
     image_size: int = _f(28, "Side of the images for digits (8 = native, 28 = EMNIST-sized).", choices=(8, 28))
     num_classes: int = _f(10, "Classes of synthetic_images (10 digits or 62 FEMNIST).", choices=(10, 62))
-    mean_samples: int = _f(100, "Mean samples per client for synthetic_images and tokens.", min=1)
-    synthetic_alpha: float = _f(1.0, "Synthetic(α, β): model heterogeneity α.", min=0)
-    synthetic_beta: float = _f(1.0, "Synthetic(α, β): data heterogeneity β.", min=0)
+    mean_samples: int = _f(100, "Mean samples per client for synthetic_images and tokens.", min=1, max=100_000)
+    synthetic_alpha: float = _f(1.0, "Synthetic(α, β): model heterogeneity α.", min=0, max=100)
+    synthetic_beta: float = _f(1.0, "Synthetic(α, β): data heterogeneity β.", min=0, max=100)
     seq_len: int = _f(64, "Tokens per sequence for the tokens dataset.", min=2, max=2048)
     test_fraction: float = _f(0.2, "Share of samples held out for the server's test set.", min=0, max=0.9)
 
@@ -80,7 +86,7 @@ class DataSpec:
 @dataclass(frozen=True)
 class ModelSpec:
     name: str = _f("cnn", "Model architecture.", choices=MODELS)
-    hidden: int = _f(200, "Hidden units of the mlp.", min=1)
+    hidden: int = _f(200, "Hidden units of the mlp.", min=1, max=65_536)
     blocks: int = _f(2, "VGG blocks: cnn-(6·blocks+2)-width.", min=1, max=8)
     width: int = _f(4, "VGG width multiplier.", min=1, max=64)
 
@@ -88,30 +94,32 @@ class ModelSpec:
 @dataclass(frozen=True)
 class AlgorithmSpec:
     name: str = _f("fedavg", "Federated algorithm (server strategy).", choices=ALGORITHMS)
-    mu: float = _f(0.0, "FedProx proximal term μ (0 = none).", min=0)
+    mu: float = _f(0.0, "FedProx proximal term μ (0 = none).", min=0, max=1000)
     server_optimizer: str = _f(
         "sgd", "Server optimizer; follows from the algorithm.", choices=("sgd", "adam", "yogi", "adagrad")
     )
-    server_lr: float = _f(1.0, "Server learning rate applied to the averaged update.", min=0, min_open=True)
+    server_lr: float = _f(1.0, "Server learning rate applied to the averaged update.", min=0, min_open=True, max=100)
     server_momentum: float = _f(0.9, "Server momentum for FedAvgM.", min=0, max=0.999)
     beta1: float = _f(0.9, "First-moment decay of FedAdam/FedYogi.", min=0, max=0.999)
     beta2: float = _f(0.99, "Second-moment decay of FedAdam/FedYogi.", min=0, max=0.9999)
-    tau: float = _f(1e-3, "Adaptivity ε of FedAdam/FedYogi/FedAdagrad.", min=0, min_open=True)
+    tau: float = _f(1e-3, "Adaptivity ε of FedAdam/FedYogi/FedAdagrad.", min=0, min_open=True, max=1)
 
 
 @dataclass(frozen=True)
 class ParticipationSpec:
-    clients_per_round: int = _f(10, "Clients sampled each round.", min=1)
-    schedule: list[int] | None = _f(None, "One cohort size per round; overrides clients_per_round.", nullable=True)
+    clients_per_round: int = _f(10, "Clients sampled each round.", min=1, max=1_000_000)
+    schedule: list[int] | None = _f(
+        None, "One cohort size per round; overrides clients_per_round.", nullable=True, max_length=1_000_000
+    )
 
 
 @dataclass(frozen=True)
 class LocalSpec:
     epochs: int = _f(1, "Local epochs E.", min=1, max=1000)
     batch_size: int = _f(20, "Local batch size B.", min=1, max=65536)
-    lr: float = _f(0.05, "Client learning rate.", min=0, min_open=True)
+    lr: float = _f(0.05, "Client learning rate.", min=0, min_open=True, max=10)
     momentum: float = _f(0.0, "Client SGD momentum.", min=0, max=0.999)
-    weight_decay: float = _f(0.0, "Client weight decay.", min=0)
+    weight_decay: float = _f(0.0, "Client weight decay.", min=0, max=1)
 
 
 @dataclass(frozen=True)
@@ -135,7 +143,7 @@ class CommunicationSpec:
 
 @dataclass(frozen=True)
 class ComputeSpec:
-    device: str = _f("auto", "auto, cpu, cuda, cuda:N or cuda:all.")
+    device: str = _f("auto", "auto, cpu, cuda, cuda:N or cuda:all.", max_length=16)
     client_group_size: int = _f(64, "Clients trained together in one vectorised step.", min=1, max=4096)
     precision: str = _f("fp32", "Training precision.", choices=PRECISIONS)
     isolation: str = _f(
@@ -151,8 +159,8 @@ class ComputeSpec:
 
 @dataclass(frozen=True)
 class EvaluationSpec:
-    every: int = _f(1, "Evaluate the global model every N rounds (and always on the last).", min=1)
-    batch_size: int = _f(1024, "Evaluation batch size.", min=1)
+    every: int = _f(1, "Evaluate the global model every N rounds (and always on the last).", min=1, max=1_000_000)
+    batch_size: int = _f(1024, "Evaluation batch size.", min=1, max=65536)
 
 
 SECTIONS = {
@@ -185,8 +193,12 @@ class Spec:
     # -- construction -------------------------------------------------------------------------
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> Spec:
-        """Validate ``d`` (a JSON object) into a spec; missing fields take their defaults."""
+    def from_dict(cls, d: dict[str, Any] | None, *, bounds: bool = True) -> Spec:
+        """Validate ``d`` (a JSON object) into a spec; missing fields take their defaults.
+
+        ``bounds=False`` skips the numeric ranges and lengths (types, choices and cross-field
+        rules still apply): see :meth:`from_stored`.
+        """
         d = {} if d is None else d
         if not isinstance(d, dict):
             raise SpecError("spec", "must be a JSON object")
@@ -198,12 +210,19 @@ class Spec:
                 if not isinstance(sub, dict):
                     raise SpecError(f.name, "must be an object")
                 _reject_unknown(sub, SECTIONS[f.name], f.name + ".")
-                kwargs[f.name] = _build_section(SECTIONS[f.name], sub, f.name)
+                kwargs[f.name] = _build_section(SECTIONS[f.name], sub, f.name, bounds)
             elif f.name in d:
-                kwargs[f.name] = _coerce(f, d[f.name], f.name)
+                kwargs[f.name] = _coerce(f, d[f.name], f.name, bounds)
         spec = cls(**kwargs)
         spec._check_cross_fields(d)
         return spec
+
+    @classmethod
+    def from_stored(cls, d: dict[str, Any] | None) -> Spec:
+        """A spec stored before today's bounds existed (an old experiment, a checkpoint): it must
+        still load and display, so its numbers are not range-checked again. New specs use
+        :meth:`from_dict`."""
+        return cls.from_dict(d, bounds=False)
 
     @classmethod
     def from_json(cls, text: str) -> Spec:
@@ -287,12 +306,12 @@ def _reject_unknown(d: dict, cls, prefix: str) -> None:
             raise SpecError(f"{prefix}{key}", "is not a known field")
 
 
-def _build_section(cls, d: dict, prefix: str):
-    kwargs = {f.name: _coerce(f, d[f.name], f"{prefix}.{f.name}") for f in fields(cls) if f.name in d}
+def _build_section(cls, d: dict, prefix: str, bounds: bool = True):
+    kwargs = {f.name: _coerce(f, d[f.name], f"{prefix}.{f.name}", bounds) for f in fields(cls) if f.name in d}
     return cls(**kwargs)
 
 
-def _coerce(f: dataclasses.Field, value: Any, name: str) -> Any:
+def _coerce(f: dataclasses.Field, value: Any, name: str, bounds: bool = True) -> Any:
     """Check ``value`` against the field's type and metadata; return the domain value."""
     meta = f.metadata
     if value is None:
@@ -317,12 +336,23 @@ def _coerce(f: dataclasses.Field, value: Any, name: str) -> Any:
     elif kind is list:
         if not isinstance(value, list) or not value:
             raise SpecError(name, "must be a non-empty list of integers")
+        _check_length(meta, value, name, bounds)
         for v in value:
             if isinstance(v, bool) or not isinstance(v, int):
                 raise SpecError(name, "must be a non-empty list of integers")
         return list(value)
-    _check_range(meta, value, name)
+    _check_length(meta, value, name, bounds and kind is str)
+    _check_range(meta, value, name, bounds)
     return value
+
+
+def _check_length(meta: dict, value: Any, name: str, bounds: bool) -> None:
+    # Checked before anything walks the value, so a huge list or string costs nothing more.
+    limit = meta.get("max_length")
+    if bounds and limit is not None and len(value) > limit:
+        raise SpecError(
+            name, f"is too long: at most {limit:,} {'entries' if isinstance(value, list) else 'characters'}"
+        )
 
 
 def _kind_of(f: dataclasses.Field):
@@ -333,10 +363,12 @@ def _kind_of(f: dataclasses.Field):
     raise TypeError(f"unsupported spec field type {t}")
 
 
-def _check_range(meta: dict, value: Any, name: str) -> None:
+def _check_range(meta: dict, value: Any, name: str, bounds: bool = True) -> None:
     choices = meta.get("choices")
     if choices is not None and value not in choices:
-        raise SpecError(name, f"must be one of {', '.join(map(str, choices))}, not {value!r}")
+        raise SpecError(name, f"must be one of {', '.join(map(str, choices))}, not {str(value)[:40]!r}")
+    if not bounds:
+        return
     lo, hi = meta.get("min"), meta.get("max")
     if lo is not None:
         if meta.get("min_open") and not value > lo:

@@ -7,14 +7,18 @@ client. No network access, ever: datasets are bundled (digits), generated, or fi
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from workers.engine.data import partition
 from workers.engine.data.base import FederatedData, as_input
+from workers.engine.data.paths import confine, default_data_root
 from workers.engine.data.pool import Pool
+from workers.engine.data.shapes import FILE_DATASETS
 from workers.engine.spec import DataSpec, SpecError
 
 __all__ = ["FederatedData", "as_input", "build_data", "partition_summary"]
@@ -35,12 +39,19 @@ def _loaders() -> dict[str, Callable[[DataSpec, np.random.Generator], Pool]]:
     }
 
 
-def build_data(spec: DataSpec, seed: int) -> FederatedData:
+def build_data(spec: DataSpec, seed: int, *, data_root: str | Path | None = None) -> FederatedData:
     """Load or generate ``spec.dataset``, hold out its test set and split the training samples
-    between ``spec.num_clients`` clients; the same (spec, seed) always gives identical tensors."""
+    between ``spec.num_clients`` clients; the same (spec, seed) always gives identical tensors.
+
+    Files are read only inside ``data_root`` (default: :func:`~.paths.default_data_root`);
+    ``spec.path`` is relative to it, and a path leading anywhere else is a ``data.path`` error.
+    """
     loaders = _loaders()
     if spec.dataset not in loaders:
         raise SpecError("data.dataset", f"must be one of {', '.join(loaders)}, not {spec.dataset!r}")
+    if spec.dataset in FILE_DATASETS:
+        root = default_data_root() if data_root is None else data_root
+        spec = dataclasses.replace(spec, path=str(confine(spec.path or "", root)))
     # Separate streams: changing the partition must not change the generated samples.
     pool = loaders[spec.dataset](spec, np.random.default_rng([seed, 0]))
     parts, names = _split(spec, pool, np.random.default_rng([seed, 1]))
