@@ -85,6 +85,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # DRF's, with a body size limit and a JSON reader that refuses hostile documents with a 400.
+    "DEFAULT_PARSER_CLASSES": ["fedweb.parsers.JSONParser", "fedweb.parsers.FormParser", "fedweb.parsers.MultiPartParser"],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",

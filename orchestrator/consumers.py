@@ -5,6 +5,7 @@ from __future__ import annotations
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from fedweb.inputs import parse_int
 from orchestrator import events
 from orchestrator.models import Experiment, RoundMetric, Worker
 
@@ -39,8 +40,8 @@ class ExperimentConsumer(AsyncJsonWebsocketConsumer):
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
-    async def receive_json(self, content, **kwargs):
-        pass  # the experiment socket is read-only; controls go through views
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        pass  # read-only: controls go through views; a client's message is not even parsed
 
     # -- handlers named by events.*Event["type"] ---------------------------------------------
 
@@ -99,6 +100,9 @@ class WorkersConsumer(AsyncJsonWebsocketConsumer):
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        pass  # read-only, like the experiment socket
+
     async def worker(self, event: events.WorkerEvent):
         await self.send_json(event)
 
@@ -114,5 +118,4 @@ def _query(scope, name: str, default: str = "") -> str:
 
 
 def _after(scope) -> int:
-    raw = _query(scope, "after", "0")
-    return int(raw) if raw.isdigit() else 0
+    return parse_int(_query(scope, "after", "0"), minimum=0) or 0

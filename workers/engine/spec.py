@@ -308,7 +308,7 @@ def _coerce(f: dataclasses.Field, value: Any, name: str) -> Any:
             raise SpecError(name, "must be an integer")
         value = int(value)
     elif kind is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
             raise SpecError(name, "must be a number")
         value = float(value)
     elif kind is str:
@@ -323,6 +323,13 @@ def _coerce(f: dataclasses.Field, value: Any, name: str) -> Any:
         return list(value)
     _check_range(meta, value, name)
     return value
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer beyond any float (10**400)
+        return False
 
 
 def _kind_of(f: dataclasses.Field):
