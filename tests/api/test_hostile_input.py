@@ -11,6 +11,7 @@ from orchestrator.consumers import ExperimentConsumer
 from orchestrator.models import Experiment
 from tests.accounts.world import make_experiment
 from tests.conftest import TINY_SPEC
+from tests.dashboard.test_forms import form_data
 from workers.engine.spec import Spec, SpecError
 
 pytestmark = pytest.mark.django_db
@@ -154,8 +155,6 @@ def test_it_ignores_ids_that_are_not_64_bit_numbers(client, user, url):
 
 
 def test_it_refuses_a_deeply_nested_schedule_in_the_form(client, user):
-    from tests.dashboard.test_forms import form_data
-
     client.raise_request_exception = False
     client.force_login(user)
     response = client.post("/experiments/new/", form_data(participation__schedule=_nested(10_000)))
