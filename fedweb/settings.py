@@ -41,6 +41,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "fedweb.errors.body_size_limit",  # 413 before anything reads a body over DATA_UPLOAD_MAX_MEMORY_SIZE
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -101,11 +102,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    # DRF's, with a body size limit and a JSON reader that refuses hostile documents with a 400.
+    # DRF's, with a JSON reader that refuses hostile documents with a 400 (fedweb/inputs.py).
     "DEFAULT_PARSER_CLASSES": [
         "fedweb.parsers.JSONParser",
-        "fedweb.parsers.FormParser",
-        "fedweb.parsers.MultiPartParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",

@@ -188,3 +188,14 @@ def test_it_ignores_a_hostile_websocket_message_and_keeps_the_socket_open(user):
         await ws.disconnect()
 
     async_to_sync(scenario)()
+
+
+@pytest.mark.parametrize("path, kind", [("/teams/", "text/html"), ("/api/experiments/", "application/json")])
+def test_it_answers_413_when_the_body_turns_out_too_large_without_an_announced_length(rf, path, kind):
+    from django.core.exceptions import RequestDataTooBig
+
+    from fedweb.errors import bad_request
+
+    response = bad_request(rf.post(path), RequestDataTooBig("too big"))
+    assert response.status_code == 413 and response["Content-Type"].startswith(kind)
+    assert b"larger than the limit" in response.content
