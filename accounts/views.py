@@ -10,10 +10,10 @@ from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
-from rest_framework.authtoken.models import Token
 
 from accounts.forms import InviteForm, RoleForm, SharingForm, SignupForm, TeamForm
 from accounts.models import Invitation, LastOwnerError, Membership, Team
+from accounts.tokens import current_token, revoke_token, rotate_token
 from orchestrator.access import get_experiment_for_user, share_path
 
 
@@ -127,13 +127,20 @@ def accept_invitation(request: HttpRequest, token: str) -> HttpResponse:
 
 @login_required
 def api_token(request: HttpRequest) -> HttpResponse:
-    """Show the user's REST API token; POST makes a new one (the old one stops working)."""
+    """Show the user's REST API token; POST ``action``: ``rotate`` (a new key, the old one dies at
+    once; also makes the first one) or ``revoke`` (no key works until a new one is made)."""
     if request.method == "POST":
-        Token.objects.filter(user=request.user).delete()
-        messages.success(request, "A new token was made; the old one no longer works")
+        action = request.POST.get("action", "rotate")
+        if action == "revoke":
+            revoke_token(request.user)
+            messages.success(request, "Your token was revoked: API calls with it are refused from now on")
+        elif action == "rotate":
+            rotate_token(request.user)
+            messages.success(request, "A new token was made; any old one no longer works")
+        else:
+            return HttpResponse("Unknown action: use rotate or revoke", status=400)
         return redirect("api_token")
-    token, _ = Token.objects.get_or_create(user=request.user)
-    return render(request, "accounts/token.html", {"token": token})
+    return render(request, "accounts/token.html", {"token": current_token(request.user)})
 
 
 @login_required

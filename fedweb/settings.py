@@ -1,5 +1,6 @@
 """FedWeb settings, read from environment variables (see README.md, "Configuration")."""
 
+from datetime import timedelta
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -58,18 +59,21 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "axes",
     "accounts",
     "orchestrator",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "fedweb.errors.body_size_limit",  # 413 before anything reads a body over DATA_UPLOAD_MAX_MEMORY_SIZE
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a refused login into the lockout answer
 ]
 
 ROOT_URLCONF = "fedweb.urls"
@@ -100,6 +104,19 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
+# Login rate limit (django-axes), on the login page and POST /api/token/: after this many failures
+# for one username from one address, further attempts are refused for the cool-off time; a
+# successful login clears the count.
+LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, min_value=1)
+LOGIN_COOLOFF_MINUTES = env_int("LOGIN_COOLOFF_MINUTES", 15, min_value=1)
+AUTHENTICATION_BACKENDS = ["accounts.ratelimit.LoginLimitBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_COOLOFF_MINUTES)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "accounts.ratelimit.lockout_response"
+AXES_DISABLE_ACCESS_LOG = True  # only failures are needed for the limit; no row per successful login
+AXES_VERBOSE = False
 # How long a team invitation link stays valid.
 INVITATION_DAYS = env_int("INVITATION_DAYS", 7, min_value=1)
 
@@ -110,6 +127,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # DRF's, with a JSON reader that refuses hostile documents with a 400 (fedweb/inputs.py).
+    "DEFAULT_PARSER_CLASSES": [
+        "fedweb.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
@@ -175,5 +198,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.channels.server": {"level": "WARNING"}},
+    # axes logs every login at INFO (with masked names): noise next to our own logs.
+    "loggers": {"django.channels.server": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }

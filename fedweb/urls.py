@@ -8,3 +8,5 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("orchestrator.urls")),
 ]
+
+handler400 = "fedweb.errors.bad_request"

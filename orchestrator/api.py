@@ -16,10 +16,12 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import renderers, status
 from rest_framework.decorators import api_view, renderer_classes
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import Membership
+from fedweb.inputs import MAX_INT, parse_int
 from orchestrator import access
 from orchestrator.models import Experiment
 from orchestrator.serializers import (
@@ -110,8 +112,10 @@ def experiment_action(request: Request, pk: int, action: str) -> Response:
 def rounds(request: Request, pk: int) -> Response:
     """Every RoundResult field of each recorded round, in round order."""
     experiment = access.get_experiment_for_user(request.user, pk)
-    after = request.query_params.get("after", "0")
-    qs = experiment.rounds.filter(round__gt=int(after) if after.isdigit() else 0).order_by("round")
+    after = parse_int(request.query_params.get("after", "0"))
+    if after is None:
+        raise ValidationError({"after": [f"after must be a whole number between -{MAX_INT} and {MAX_INT}"]})
+    qs = experiment.rounds.filter(round__gt=after).order_by("round")
     return Response(RoundSerializer(qs, many=True).data)
 
 

@@ -2,8 +2,8 @@
 
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
-from rest_framework.authtoken.views import obtain_auth_token
 
+from accounts import api as token_api
 from orchestrator import api
 
 urlpatterns = [
@@ -21,6 +21,7 @@ urlpatterns = [
     path("experiments/<int:pk>/rounds/", api.rounds, name="api_rounds"),
     path("experiments/<int:pk>/rounds.csv", api.rounds_csv, name="api_rounds_csv"),
     path("teams/", api.teams, name="api_teams"),
-    path("token/", obtain_auth_token, name="api_token_obtain"),
+    path("token/", token_api.token, name="api_token_obtain"),
+    path("token/rotate/", token_api.token_rotate, name="api_token_rotate"),
     path("schema/", SpectacularAPIView.as_view(), name="api_schema"),
 ]

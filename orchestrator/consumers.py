@@ -14,6 +14,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
 
+from fedweb.inputs import parse_int
 from orchestrator import access, events
 from orchestrator.models import FINISHED, Experiment, RoundMetric, Worker
 
@@ -68,8 +69,8 @@ class ExperimentConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
             await self.round(events.round_event(self.experiment_id, metrics))
         await self.status(status, recheck=False)
 
-    async def receive_json(self, content, **kwargs):
-        pass  # the experiment socket is read-only; controls go through views
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        pass  # read-only: controls go through views; a client's message is not even parsed
 
     # -- handlers named by events.*Event["type"] ---------------------------------------------
 
@@ -166,6 +167,9 @@ class WorkersConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
         else:
             self.scope["user"] = user  # e.g. no longer a superuser: the filter below uses the new rights
 
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        pass  # read-only, like the experiment socket
+
     async def worker(self, event: events.WorkerEvent):
         if self.allowed:
             await self.send_json(await self._for_viewer([event]))
@@ -199,5 +203,4 @@ def _query(scope, name: str, default: str = "") -> str:
 
 
 def _after(scope) -> int:
-    raw = _query(scope, "after", "0")
-    return int(raw) if raw.isdigit() else 0
+    return parse_int(_query(scope, "after", "0"), minimum=0) or 0

@@ -11,6 +11,7 @@ import json
 
 from django import forms
 
+from fedweb import inputs
 from orchestrator.access import teams_for_creation
 from orchestrator.limits import check_new_spec
 from workers.engine.spec import SECTIONS, Spec, SpecError, field_help
@@ -66,8 +67,8 @@ class ScheduleField(forms.CharField):
             return None
         if text.startswith("["):
             try:
-                items = json.loads(text)
-            except json.JSONDecodeError:
+                items = inputs.loads(text)
+            except inputs.JSONInputError:
                 raise forms.ValidationError("participation.schedule is not a valid JSON list") from None
         else:
             items = [item for item in text.replace(";", ",").replace("\n", ",").replace(" ", ",").split(",") if item]

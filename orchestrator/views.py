@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from fedweb.inputs import parse_int
 from orchestrator.access import (
     experiments_visible_to,
     get_experiment_for_request,
@@ -127,7 +128,8 @@ def experiment_statuses(request: HttpRequest) -> JsonResponse:
 
 
 def _ids(raw: str) -> list[int]:
-    return [int(part) for part in raw.replace(" ", "").split(",") if part.isdigit()][:LIST_LIMIT]
+    ids = (parse_int(part, minimum=1) for part in raw.replace(" ", "").split(","))
+    return [pk for pk in ids if pk is not None][:LIST_LIMIT]
 
 
 # -- new experiment ------------------------------------------------------------------------------
@@ -163,8 +165,8 @@ def _new_initial(request: HttpRequest) -> dict:
     if preset in PRESETS:
         p = PRESETS[preset]
         return {**spec_initial(p["spec"]), "name": preset, "description": p["description"]}
-    if clone.isdigit():
-        source = get_experiment_for_user(request.user, int(clone))
+    if (source_pk := parse_int(clone, minimum=1)) is not None:
+        source = get_experiment_for_user(request.user, source_pk)
         extra = {"name": f"{source.name} (copy)", "description": source.description, "tags": ", ".join(source.tags)}
         return {**spec_initial(source.spec), **extra}
     return spec_initial({})

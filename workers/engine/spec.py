@@ -327,7 +327,7 @@ def _coerce(f: dataclasses.Field, value: Any, name: str, bounds: bool = True) ->
             raise SpecError(name, "must be an integer")
         value = int(value)
     elif kind is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
             raise SpecError(name, "must be a number")
         value = float(value)
     elif kind is str:
@@ -353,6 +353,13 @@ def _check_length(meta: dict, value: Any, name: str, bounds: bool) -> None:
         raise SpecError(
             name, f"is too long: at most {limit:,} {'entries' if isinstance(value, list) else 'characters'}"
         )
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer beyond any float (10**400)
+        return False
 
 
 def _kind_of(f: dataclasses.Field):
