@@ -266,7 +266,9 @@ class Experiment(models.Model):
         now = timezone.now()
         free = Q(claimed_round__lt=round_number) | Q(lease_expires__lt=now) | Q(lease_expires__isnull=True)
         return bool(
-            Experiment.objects.filter(free, pk=self.pk, status__in=ACTIVE, current_round=round_number - 1).update(
+            Experiment.objects.filter(
+                free, pk=self.pk, status__in=ACTIVE, current_round=round_number - 1, total_rounds__gte=round_number
+            ).update(
                 status=Status.RUNNING,
                 worker=worker,
                 claimed_round=round_number,

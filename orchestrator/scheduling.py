@@ -54,7 +54,9 @@ def dispatch_round(experiment, round_number: int, *, force: bool = False, sent_a
     """
     from orchestrator.models import ACTIVE, Experiment
 
-    rows = Experiment.objects.filter(pk=experiment.pk, status__in=ACTIVE, current_round=round_number - 1)
+    rows = Experiment.objects.filter(
+        pk=experiment.pk, status__in=ACTIVE, current_round=round_number - 1, total_rounds__gte=round_number
+    )
     if sent_at is not None:
         rows = rows.filter(dispatched_at=sent_at)
     elif not force:
@@ -96,6 +98,9 @@ def reconcile(now=None) -> list[tuple[int, int]]:
     idle_queues = _idle_queues()
     sent = []
     for e in Experiment.objects.filter(status__in=ACTIVE).exclude(queue="inline").exclude(held):
+        if e.current_round >= e.total_rounds:  # its worker died between the last round and completing it
+            e.complete()
+            continue
         nxt = e.current_round + 1
         waited = (now - e.dispatched_at).total_seconds() if e.dispatched_at else float("inf")
         if e.dispatched_round < nxt:

@@ -83,6 +83,8 @@ def _refused(experiment, round_number: int, dispatch: bool) -> None:
 
     if experiment.status not in ACTIVE:
         events.publish_status(experiment)  # e.g. cancelled while this copy waited: settle the page
+    elif experiment.current_round >= experiment.total_rounds:
+        experiment.complete()  # the worker that recorded the last round died before completing the run
     elif dispatch and experiment.current_round == round_number:
         dispatch_next(experiment)  # the round is recorded but its successor may never have been sent
 

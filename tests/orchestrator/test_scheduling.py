@@ -151,3 +151,22 @@ def test_it_resends_an_unclaimed_round_when_a_worker_of_its_queue_sits_idle(expe
     assert reconcile() == []
     busy.delete()
     assert _sent(enqueued, experiment) == [1, 1]
+
+
+def test_it_completes_a_run_whose_worker_died_after_recording_the_last_round(user, enqueued):
+    e = Experiment.objects.create(owner=user, name="one round", spec={**TINY_SPEC, "rounds": 1})
+    e.start()
+    assert e.claim(1, "w1", 1) and e.advance(1)  # ... and died before complete()
+    assert not e.claim(2, "w2", 2)  # there is no round 2
+    assert reconcile() == []
+    e.refresh_from_db()
+    assert e.status == Status.COMPLETED and _sent(enqueued, e) == [1]
+
+
+def test_it_completes_such_a_run_when_a_copy_of_its_last_round_arrives(user, enqueued):
+    e = Experiment.objects.create(owner=user, name="one round", spec={**TINY_SPEC, "rounds": 1})
+    e.start()
+    assert e.claim(1, "w1", 1) and e.advance(1)
+    assert execute_round(e.pk, 1, worker="w2") is None
+    e.refresh_from_db()
+    assert e.status == Status.COMPLETED and _sent(enqueued, e) == [1]
