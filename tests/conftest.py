@@ -137,8 +137,9 @@ def workers(live_env, tmp_path):
     started: list[live.Process] = []
 
     class Workers:
-        def start(self, name: str = "w1", queues: str = "cpu") -> live.Process:
-            proc = live.start_worker(live_env, tmp_path, name, queues)
+        def start(self, name: str = "w1", queues: str = "cpu", env: dict | None = None) -> live.Process:
+            """Start worker ``name``; ``env`` adds variables to its environment (e.g. FEDWEB_PLUGINS)."""
+            proc = live.start_worker({**live_env, **(env or {})}, tmp_path, name, queues)
             started.append(proc)
             try:
                 live.wait_for(
