@@ -1,5 +1,6 @@
 """Process isolation (``compute.isolation = "process"``) and the FEDWEB_PLUGINS loader."""
 
+import json
 import multiprocessing
 import os
 import signal
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 from tests.live import wait_for
+from workers.engine import isolation
 from workers.engine.plugins import PluginError, load_plugins
 from workers.engine.runner import Simulation
 from workers.engine.spec import Spec
@@ -71,6 +73,20 @@ def test_it_trains_in_a_child_of_a_daemonic_process_with_the_same_result():
     assert torch.equal(torch.from_numpy(residuals), inline.residuals)
 
 
+def test_it_reports_the_childs_own_peak_memory_with_what_user_code_leaked_there(monkeypatch):
+    # Not ru_maxrss, which Linux carries over from the parent: the child's peak must show the
+    # 50 MB a leaking model kept during the round, while the parent's RSS does not grow.
+    peaks, parent_rss = [], []
+    for plugins in ("", "benchmarks.leaky_plugin"):
+        monkeypatch.setenv("FEDWEB_PLUGINS", plugins)
+        sim = Simulation(Spec.from_dict(ISOLATED))
+        parent_rss.append(sim.run_round().rss_mb)
+        peaks.append(sim.child_peak_rss_mb)
+
+    assert peaks[1] - peaks[0] >= 45
+    assert parent_rss[1] - parent_rss[0] < 20
+
+
 @pytest.fixture
 def faulty(monkeypatch):
     """Make the isolated child's training fail: ``faulty("exit")``, ``faulty("oom")``, ``faulty("hang")``."""
@@ -107,8 +123,6 @@ def test_it_leaves_no_orphan_when_the_parent_is_killed(faulty):
         "from workers.engine.spec import Spec\n"
         "Simulation(Spec.from_dict(json.loads(sys.argv[1]))).run_round()\n"
     )
-    import json
-
     parent = subprocess.Popen([sys.executable, "-c", code, json.dumps(ISOLATED)], cwd=ROOT)
     try:
         child = wait_for(lambda: _isolated_child_of(parent.pid), 60, "the isolated child")
@@ -137,6 +151,15 @@ def _running(process: psutil.Process) -> bool:
         return process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_it_refuses_to_isolate_when_shared_memory_is_too_small(monkeypatch):
+    # What a container with Docker's default 64 MB /dev/shm meets with a larger dataset.
+    monkeypatch.setattr(isolation, "shm_free_bytes", lambda: 1024)
+    sim = Simulation(Spec.from_dict(ISOLATED))
+
+    with pytest.raises(RuntimeError, match=r"needs \d+ MB more shared memory but /dev/shm has 0 MB free"):
+        sim.run_round()
 
 
 def test_it_imports_the_modules_named_in_fedweb_plugins():

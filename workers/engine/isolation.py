@@ -144,11 +144,36 @@ class _SharingPickler(pickle.Pickler):
         storage = obj.untyped_storage()
         if storage.nbytes() == 0:
             return _empty, layout[:2]  # an empty storage cannot be mapped
+        if not storage.is_shared():
+            _check_shared_memory(storage.nbytes())
         # Moves the storage into shared memory in place (once; later rounds reuse it), so the
         # parent's own references see what the child writes.
         fd, size = storage._share_fd_cpu_()
         self.fds.add(fd)
         return _shared, (fd, size, *layout)
+
+
+SHM_DIR = "/dev/shm"
+
+
+def shm_free_bytes() -> int | None:
+    """Free bytes of the shared-memory file system, None where there is no /dev/shm."""
+    try:
+        st = os.statvfs(SHM_DIR)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _check_shared_memory(nbytes: int) -> None:
+    # A full tmpfs does not fail the allocation: the first write to a missing page kills the
+    # process with SIGBUS. Docker gives containers 64 MB of /dev/shm unless told otherwise.
+    free = shm_free_bytes()
+    if free is not None and nbytes > free:
+        raise RuntimeError(
+            f"process isolation needs {nbytes / 2**20:,.0f} MB more shared memory but {SHM_DIR} has "
+            f"{free / 2**20:,.0f} MB free: enlarge it (Docker: shm_size) or set compute.isolation to none"
+        )
 
 
 def dumps_shared(obj: object) -> tuple[bytes, set[int]]:

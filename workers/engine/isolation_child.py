@@ -10,11 +10,11 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import resource
 import signal
 import sys
 import threading
 import traceback
+from pathlib import Path
 
 import torch
 
@@ -37,7 +37,7 @@ def main(argv: list[str]) -> None:
     except Exception as e:  # reported to the parent, which raises it there
         traceback.print_exc()
         outcome = {"error": f"{type(e).__name__}: {e}", "out_of_memory": isinstance(e, torch.OutOfMemoryError)}
-    outcome["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    outcome["peak_rss_mb"] = _peak_rss_mb()
     _write_all(answer_fd, json.dumps(outcome).encode())
     sys.stdout.flush()
     sys.stderr.flush()
@@ -59,6 +59,18 @@ def _exit_at_end_of_stdin() -> None:
     while os.read(0, 4096):
         pass
     os._exit(_PARENT_GONE)
+
+
+def _peak_rss_mb() -> float | None:
+    """This process's own peak resident memory. Not ``ru_maxrss``: Linux carries that over from the
+    parent's memory across the fork and exec that started us."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return None
 
 
 def _write_all(fd: int, data: bytes) -> None:
