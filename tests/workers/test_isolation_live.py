@@ -12,7 +12,7 @@ from workers.engine.spec import Spec
 
 pytestmark = [pytest.mark.integration]
 
-ISOLATED = {**TINY_SPEC, "rounds": 4, "compute": {"device": "cpu", "isolation": "process"}}
+ISOLATED = {**TINY_SPEC, "rounds": 3, "compute": {"device": "cpu", "isolation": "process"}}
 LEAKY_PLUGIN = {"FEDWEB_PLUGINS": "benchmarks.leaky_plugin"}  # keeps 50 MB per training call
 LEAK_ROUNDS = 6
 
