@@ -71,6 +71,8 @@ def train_in_child(sim: Simulation, plans: list[GroupPlan]) -> dict[str, torch.T
     }
     payload, fds = dumps_shared(job)
     outcome = run_child(payload, fds)
+    if sim.device.type == "cuda":
+        torch.cuda.ipc_collect()  # free blocks the child had opened, now that it has closed them
     sim.child_peak_rss_mb = outcome.get("peak_rss_mb")
     if "error" in outcome:
         message = f"client training failed in the isolated process: {outcome['error']}"
@@ -91,21 +93,33 @@ def run_child(payload: bytes, fds: set[int]) -> dict:
             pass_fds=(answer_write, *sorted(fds)),
             env=_child_env(),
         )
+    except BaseException:
+        os.close(answer_read)
+        raise
     finally:
         os.close(answer_write)  # the child holds the only write end: EOF means it has exited
+    try:
+        answer = _exchange(child, payload, answer_read)
+    except BaseException:  # e.g. a task time limit in the parent: the round is abandoned
+        child.kill()
+        raise
+    finally:
+        child.stdin.close()  # only now: the child treats end-of-file on stdin as its parent's death
+        code = child.wait()
+    try:
+        return json.loads(answer)
+    except ValueError:
+        return {"error": f"the child process {_describe_exit(code)} before reporting"}
+
+
+def _exchange(child: subprocess.Popen, payload: bytes, answer_read: int) -> bytes:
     with os.fdopen(answer_read, "rb") as answers:
         try:
             child.stdin.write(payload)
             child.stdin.flush()
         except BrokenPipeError:
-            pass  # it died before reading its job: reported below from its exit code
-        answer = answers.read()
-    child.stdin.close()  # only now: the child treats end-of-file on stdin as its parent's death
-    code = child.wait()
-    try:
-        return json.loads(answer)
-    except ValueError:
-        return {"error": f"the child process {_describe_exit(code)} before reporting"}
+            pass  # it died before reading its job: reported from its exit code
+        return answers.read()
 
 
 def _child_env() -> dict[str, str]:

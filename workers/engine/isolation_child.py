@@ -8,6 +8,7 @@ trains the planned client groups into the parent's shared tensors, writes one JS
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import signal
@@ -34,6 +35,8 @@ def main(argv: list[str]) -> None:
         job = load_shared(sys.stdin.buffer)
         threading.Thread(target=_exit_at_end_of_stdin, daemon=True).start()
         outcome = _train(job)
+        job = None  # close the parent's CUDA IPC handles: os._exit below would skip that
+        gc.collect()
     except Exception as e:  # reported to the parent, which raises it there
         traceback.print_exc()
         outcome = {"error": f"{type(e).__name__}: {e}", "out_of_memory": isinstance(e, torch.OutOfMemoryError)}
