@@ -13,3 +13,8 @@ app.autodiscover_tasks(["workers"])
 
 # Imported for its signal handlers: heartbeats start when a worker is ready.
 import workers.heartbeat  # noqa: E402,F401
+from workers.engine.plugins import load_plugins  # noqa: E402
+
+# User code named in FEDWEB_PLUGINS, imported once here so the prefork pool's children inherit it;
+# a module that fails to import stops the worker at start-up, naming the module.
+load_plugins()

@@ -159,12 +159,12 @@ def workers(live_env, tmp_path):
     started: list[live.Process] = []
 
     class Workers:
-        def start(self, name: str = "w1", queues: str | None = None, **extra_env: str) -> live.Process:
+        def start(self, name: str = "w1", queues: str | None = None, env: dict | None = None) -> live.Process:
+            """Start worker ``name``; ``env`` adds variables to its environment (e.g. FEDWEB_PLUGINS)."""
             from django.conf import settings
 
-            env = {**live_env, **extra_env}
             since = timezone.now()  # a worker restarted under the same name must beat anew
-            proc = live.start_worker(env, tmp_path, name, queues or settings.FEDWEB_QUEUES[0])
+            proc = live.start_worker({**live_env, **(env or {})}, tmp_path, name, queues or settings.FEDWEB_QUEUES[0])
             started.append(proc)
             ready = Worker.objects.filter(hostname__startswith=f"{name}@", last_heartbeat__gte=since)
             try:

@@ -82,7 +82,7 @@ def test_it_records_every_round_once_through_ten_random_kills(user, workers, bro
 def test_it_sends_the_next_round_when_killed_between_recording_and_sending(user, workers, broker):
     spec = {**TINY_SPEC, "rounds": 6}
     e = Experiment.objects.create(owner=user, name="killed at the worst moment", spec=spec)
-    first = workers.start("w1", FEDWEB_CRASH_AT="after-record:3")
+    first = workers.start("w1", env={"FEDWEB_CRASH_AT": "after-record:3"})
     e.start()
     wait_for(lambda: not first.alive(), 120, "w1 to kill itself after round 3")
     first.kill9()  # reap what is left of its process group

@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from workers.engine.plugins import PluginError, load_plugins
 from workers.engine.presets import PRESETS, preset_specs
 from workers.engine.spec import Spec, SpecError
 
@@ -39,6 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub.add_parser("presets", help="list the named presets")
     args = parser.parse_args(argv)
+    try:
+        load_plugins()
+    except PluginError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     try:
         if args.command == "presets":
             return _list_presets()

@@ -24,7 +24,7 @@ class RoundResult:
     round_seconds: float
     train_seconds: float
     samples: int  # training samples processed (sum over clients and local steps)
-    rss_mb: float
+    rss_mb: float  # resident memory of the process running the simulation (with isolation: not the child's)
     threads: int
     vram_allocated_mb: float | None
     vram_reserved_mb: float | None

@@ -1,0 +1,112 @@
+"""The isolated child: ``python -m workers.engine.isolation_child ANSWER_FD PARENT_PID``.
+
+Started by :func:`workers.engine.isolation.run_child` for one round: it reads its job from stdin,
+trains the planned client groups into the parent's shared tensors, writes one JSON answer to
+``ANSWER_FD`` and exits without tearing anything down, so whatever user code leaked goes with it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import json
+import os
+import signal
+import sys
+import threading
+import traceback
+from pathlib import Path
+
+import torch
+
+from workers.engine.isolation import load_shared
+from workers.engine.plugins import load_plugins
+
+_PR_SET_PDEATHSIG = 1
+_PARENT_GONE = 70
+
+
+def main(argv: list[str]) -> None:
+    answer_fd, parent_pid = int(argv[0]), int(argv[1])
+    os.set_inheritable(answer_fd, False)  # processes user code starts must not hold our answer open
+    _die_with_parent(parent_pid)
+    try:
+        load_plugins()  # user code runs here, so its plugins are loaded here too
+        job = load_shared(sys.stdin.buffer)
+        threading.Thread(target=_exit_at_end_of_stdin, daemon=True).start()
+        outcome = _train(job)
+        job = None  # close the parent's CUDA IPC handles: os._exit below would skip that
+        gc.collect()
+    except Exception as e:  # reported to the parent, which raises it there
+        traceback.print_exc()
+        outcome = {"error": f"{type(e).__name__}: {e}", "out_of_memory": isinstance(e, torch.OutOfMemoryError)}
+    outcome["peak_rss_mb"] = _peak_rss_mb()
+    _write_all(answer_fd, json.dumps(outcome).encode())
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # no teardown: the memory goes back to the system with the process
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Exit when the parent dies, even by ``kill -9``: nothing would collect our answer."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # it died before we asked to follow it
+        os._exit(_PARENT_GONE)
+
+
+def _exit_at_end_of_stdin() -> None:
+    # The parent holds our stdin open until it has our answer; end-of-file before that means it
+    # died (the portable half of _die_with_parent). Raw os.read: no buffered-reader lock is held.
+    while os.read(0, 4096):
+        pass
+    os._exit(_PARENT_GONE)
+
+
+def _peak_rss_mb() -> float | None:
+    """This process's own peak resident memory. Not ``ru_maxrss``: Linux carries that over from the
+    parent's memory across the fork and exec that started us."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _train(job: dict) -> dict:
+    from workers.engine.codecs import make_codec
+    from workers.engine.models import build_model
+    from workers.engine.runner import make_replica, train_plans
+    from workers.engine.spec import Spec
+
+    torch.set_num_threads(job["threads"])
+    spec = Spec.from_dict(job["spec"])
+    first = job["data"][0]
+    model = build_model(spec.model, first.input_shape, first.num_classes)
+    replicas = [
+        make_replica(spec, model, torch.device(d), data, job["vectorised"])
+        for d, data in zip(job["devices"], job["data"], strict=True)
+    ]
+    for replica, scale in zip(replicas, job["scales"], strict=True):
+        replica.trainer.scaler.scale = scale
+    layout = [p.numel() for p in model.parameters()]
+    uplink = make_codec(spec.communication.uplink, layout, spec.communication.topk_ratio)
+    stats = train_plans(replicas, job["plans"], job["received"], uplink, job["residuals"], job["acc"])
+    out = {k: float(v) for k, v in stats.items()}
+    for d in {r.device for r in replicas if r.device.type == "cuda"}:
+        torch.cuda.synchronize(d)  # the parent reads acc and residuals as soon as we answer
+    out["scales"] = [r.trainer.scaler.scale for r in replicas]
+    return out
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
