@@ -96,16 +96,18 @@ def test_it_sends_the_next_round_when_killed_between_recording_and_sending(user,
 
 
 def test_it_hands_a_dead_workers_round_to_a_live_one_within_the_lease(user, workers, settings):
-    slow = {**TINY_SPEC, "rounds": 8, "local": {"epochs": 60}}  # rounds of ~0.5-1 s
+    slow = {**TINY_SPEC, "rounds": 40, "local": {"epochs": 60}}  # rounds of ~0.5-1 s
     e = Experiment.objects.create(owner=user, name="standby", spec=slow)
     first = workers.start("w1")
     e.start()
-    _progress(e, 1)
-    # w1 holds the next round; a second worker waits idle beside it.
-    wait_for(lambda: Experiment.objects.get(pk=e.pk).worker.startswith("w1@"), 30, "w1 to hold a round")
-    workers.start("w2")
-    wait_for(lambda: Experiment.objects.get(pk=e.pk).round_in_flight(), 30, "a round in flight on w1")
-    held = Experiment.objects.get(pk=e.pk).current_round
+    workers.start("w2")  # idle beside w1 until it takes a round
+
+    def w1_holds_a_round():
+        e.refresh_from_db()
+        return e.round_in_flight() and e.worker.startswith("w1@")
+
+    wait_for(w1_holds_a_round, 60, "w1 to hold a round", interval=0.02)
+    held = e.current_round
     first.kill9()
     killed = time.monotonic()
     _progress(e, held, timeout=60)
@@ -115,3 +117,4 @@ def test_it_hands_a_dead_workers_round_to_a_live_one_within_the_lease(user, work
     assert waited < settings.WORKER_LOST_AFTER + 2 * settings.HEARTBEAT_INTERVAL + 10, waited
     _finished(e)
     assert e.worker.startswith("w2@")
+    assert list(e.rounds.order_by("round").values_list("round", flat=True)) == list(range(1, 41))
