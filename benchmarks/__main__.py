@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks import flute_femnist, memory_varying, pfl_cifar10, tff_accelerators, vs_plain
+from benchmarks import engine_overhead, flute_femnist, memory_varying, pfl_cifar10, tff_accelerators, vs_plain
 from benchmarks.common import TABLE_HEADER, Options, table_row, write_result
 
 BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "pfl_cifar10": pfl_cifar10.run,
     "memory_varying": memory_varying.run,
     "vs_plain": vs_plain.run,
+    "engine_overhead": engine_overhead.run,
 }
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMES = ("tff_accelerators", "flute_femnist", "pfl_cifar10", "memory_varying", "vs_plain")
+NAMES = ("tff_accelerators", "flute_femnist", "pfl_cifar10", "memory_varying", "vs_plain")  # plus engine_overhead
 POSITIVE = ("wall_seconds", "rounds_per_hour", "samples_per_s", "achieved_tflops", "peak_tflops", "peak_rss_mb")
 
 
@@ -79,3 +79,38 @@ def test_it_shares_the_plain_loop_and_learns_something():
     r = plain.run_round()
     assert r.clients == 3 and r.samples > 0 and math.isfinite(r.train_loss)
     assert any(not torch.equal(before[k], plain.global_state[k]) for k in before)
+
+
+def test_it_writes_the_engine_overhead_comparison(tmp_path):
+    from benchmarks.common import REQUIRED_KEYS
+
+    proc = _run(["-m", "benchmarks", "engine_overhead", "--size", "small", "--device", "cpu"], tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.loads((tmp_path / "engine_overhead-small-cpu.json").read_text())
+    assert set(REQUIRED_KEYS) <= set(record)
+    rows = record["contenders"]
+    assert set(rows) == {"engine", "vmap_loop", "plain_loop"}
+    for row in rows.values():
+        assert row["clients_per_s"] > 0 and row["peak_rss_mb"] > 0 and math.isfinite(row["final_train_loss"])
+    speed = rows["engine"]["clients_per_s"] / rows["vmap_loop"]["clients_per_s"]
+    assert record["ratio_clients_per_s_vs_vmap_loop"] == pytest.approx(speed)
+
+
+def test_it_trains_every_client_with_the_vectorised_loop():
+    import torch
+
+    from benchmarks.plain_vmap import VmapFedAvg
+    from workers.engine.data import build_data
+    from workers.engine.presets import preset_spec
+
+    spec = preset_spec("varying-participants").replace(
+        rounds=8, data={"mean_samples": 20}, compute={"device": "cpu"}, local={"lr": 0.1}
+    )
+    data = build_data(spec.data, spec.seed)
+    loop = VmapFedAvg(spec, data, torch.device("cpu"))
+    first = loop.run_round()
+    sizes, epochs = data.offsets.diff(), spec.local.epochs
+    assert first.clients == spec.cohort_size(1)  # every sampled client trains every local epoch:
+    assert epochs * first.clients * int(sizes.min()) <= first.samples <= epochs * first.clients * int(sizes.max())
+    rounds = [loop.run_round() for _ in range(7)]
+    assert rounds[-1].train_loss < first.train_loss  # it learns
