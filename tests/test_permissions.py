@@ -24,6 +24,7 @@ from django.test import Client
 from django.urls import NoReverseMatch, reverse
 from rest_framework.authtoken.models import Token
 
+from orchestrator import access
 from orchestrator.consumers import ExperimentConsumer
 from orchestrator.models import Experiment, Status
 from tests.accounts.world import fast_password_hashing, make_experiment, make_world  # noqa: F401
@@ -258,9 +259,9 @@ def test_it_limits_private_experiments_to_their_owner(world):
     from orchestrator.access import experiments_visible_to
 
     private = make_experiment(world.owner, team=world.team, visibility="private", name="private")
-    assert [u.username for u in (world.owner, world.superuser) if private.can_view(u)] == ["olivia", "root"]
+    assert [u.username for u in (world.owner, world.superuser) if access.can_view(private, u)] == ["olivia", "root"]
     for user in (world.team_owner, world.member, world.viewer, world.other):
-        assert not private.can_view(user) and not experiments_visible_to(user).filter(pk=private.pk).exists()
+        assert not access.can_view(private, user) and not experiments_visible_to(user).filter(pk=private.pk).exists()
 
 
 @pytest.mark.django_db
@@ -291,4 +292,4 @@ def test_it_never_trusts_a_role_annotated_for_another_user(world):
     from orchestrator.access import experiments_visible_to
 
     as_member = experiments_visible_to(world.member).get(pk=world.experiment.pk)
-    assert as_member.can_control(world.member) and not as_member.can_control(world.viewer)
+    assert access.can_control(as_member, world.member) and not access.can_control(as_member, world.viewer)

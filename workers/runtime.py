@@ -84,7 +84,7 @@ def _rebuild(experiment: Experiment, want: int, report: Report, group_size: int 
         sim = Simulation.from_checkpoint(checkpoint.path, data_root=datasets_root())
         origin = f"the checkpoint of round {checkpoint.round}"
     else:
-        sim = Simulation(experiment.spec_obj(), data_root=datasets_root())
+        sim = Simulation(experiment.parsed_spec(), data_root=datasets_root())
         origin = "the start"
     if group_size is not None and group_size != sim.spec.compute.client_group_size:
         sim.set_client_group_size(group_size)
