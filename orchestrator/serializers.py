@@ -11,6 +11,7 @@ from accounts.models import Team
 from orchestrator import access
 from orchestrator.limits import check_new_spec
 from orchestrator.models import Experiment, RoundMetric, Visibility, check_team_visibility
+from orchestrator.queues import submit_warnings
 from workers.engine.result import ROUND_RESULT_FIELDS
 from workers.engine.spec import Spec, SpecError
 
@@ -64,8 +65,6 @@ class ExperimentQueuedSerializer(ExperimentSerializer):
         read_only_fields = fields
 
     def get_warnings(self, experiment) -> list[str]:
-        from orchestrator.queues import submit_warnings
-
         return submit_warnings(experiment)
 
 
