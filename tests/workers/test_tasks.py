@@ -152,8 +152,8 @@ def test_it_marks_the_experiment_failed_with_a_readable_message(user, monkeypatc
 def _request_during_round(monkeypatch, round_number, action):
     original = runtime.run_round
 
-    def run_round(experiment, r, report):
-        out = original(experiment, r, report)
+    def run_round(experiment, r, log_line):
+        out = original(experiment, r, log_line)
         if r == round_number:
             getattr(Experiment.objects.get(pk=experiment.pk), action)(by="alice")
         return out
