@@ -7,8 +7,9 @@ import pytest
 
 from orchestrator.models import Experiment, Worker
 from orchestrator.views.compare import spec_differences
-from tests.dashboard.conftest import make_experiment, round_result
+from tests.dashboard.conftest import make_experiment
 from tests.dashboard.test_forms import form_data
+from tests.factories import round_result
 
 pytestmark = pytest.mark.django_db
 

@@ -3,6 +3,7 @@ import pytest
 from orchestrator import access
 from orchestrator.models import Experiment, LogEntry, RoundMetric, Status, Worker
 from tests.conftest import TINY_SPEC
+from tests.factories import round_result
 
 pytestmark = pytest.mark.django_db
 
@@ -92,10 +93,7 @@ def test_it_hands_a_round_to_another_worker_once_its_holders_lease_runs_out(expe
 
 
 def test_it_stores_one_metric_per_round(experiment):
-    result = {name: 0 for name in ("round", "participants", "completed", "stragglers", "dropped")}
-    result.update(round=1, train_loss=1.0, test_loss=None, test_accuracy=None, bytes_down=1, bytes_up=1,
-                  bytes_formula=2, round_seconds=0.1, train_seconds=0.1, samples=10, rss_mb=1.0, threads=1,
-                  vram_allocated_mb=None, vram_reserved_mb=None, vram_peak_mb=None, device="cpu")  # fmt: skip
+    result = round_result(1, train_loss=1.0, test_loss=None, test_accuracy=None)
     RoundMetric.record(experiment, result)
     RoundMetric.record(experiment, {**result, "train_loss": 9.0})
     assert list(experiment.rounds.values_list("round", "train_loss")) == [(1, 1.0)]
