@@ -5,7 +5,7 @@ from django.contrib.auth.forms import UserCreationForm
 
 from accounts.models import Role, Team
 from orchestrator.access import teams_for_creation
-from orchestrator.models import Experiment, Visibility
+from orchestrator.models import Experiment
 
 
 class TeamForm(forms.ModelForm):
@@ -46,9 +46,4 @@ class SharingForm(forms.ModelForm):
             teams = teams | Team.objects.filter(pk=self.instance.team_id)
         self.fields["team"].queryset = teams.distinct()
         self.fields["team"].required = False
-
-    def clean(self):
-        data = super().clean()
-        if data.get("visibility") == Visibility.TEAM and not data.get("team"):
-            self.add_error("team", "Choose the team to share it with")
-        return data
+        # "Team visibility needs a team" is checked by Experiment.clean(), which a ModelForm runs.

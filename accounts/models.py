@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import models, transaction
+from django.urls import reverse
 from django.utils import timezone
 
 
@@ -123,8 +124,6 @@ class Invitation(models.Model):
         return f"Invitation to {self.team} for {self.email or 'anyone'} ({self.role})"
 
     def get_absolute_url(self) -> str:
-        from django.urls import reverse
-
         return reverse("accept_invitation", args=[self.token])
 
     @property

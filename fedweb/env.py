@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
+import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -85,40 +86,32 @@ def secret_key(generated_file: Path) -> str:
     return generated_file.read_text().strip()
 
 
-def database_config(url: str, data_dir: Path) -> dict:
-    """A Django DATABASES entry from ``sqlite:///path`` / ``postgres://user:pw@host:port/db``.
+POSTGRES_SCHEMES = ("postgres", "postgresql", "pgsql")
 
-    The empty string means the default SQLite file under the data directory.
+
+def database_config(url: str, data_dir: Path) -> dict:
+    """A Django DATABASES entry from ``sqlite:///path`` / ``postgres://user:pw@host:port/db``
+    (parsed by dj-database-url; query parameters become OPTIONS).
+
+    The empty string means the default SQLite file under the data directory. SQLite always gets
+    the options that let the web process and the workers write at once.
     """
     if not url:
         return _sqlite_config(data_dir / "fedweb.sqlite3")
-    parts = urlsplit(url)
-    if parts.scheme == "sqlite":
-        # sqlite:///relative.db and sqlite:////absolute/path.db, as in dj-database-url.
-        path = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
-        if not path:
+    scheme = url.partition("://")[0]
+    if scheme not in ("sqlite", *POSTGRES_SCHEMES):
+        raise ImproperlyConfigured(f"DATABASE_URL must start with sqlite:// or postgres://, not {url!r}")
+    try:
+        config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    except ValueError as e:  # e.g. a port that is not a number
+        raise ImproperlyConfigured(f"DATABASE_URL {url!r} is malformed: {e}") from None
+    if scheme == "sqlite":
+        if config["NAME"] in ("", ":memory:"):
             raise ImproperlyConfigured(f"DATABASE_URL {url!r} has no file path")
-        return _sqlite_config(Path(path))
-    if parts.scheme in ("postgres", "postgresql", "pgsql"):
-        name = unquote(parts.path.lstrip("/"))
-        if not name:
-            raise ImproperlyConfigured(f"DATABASE_URL {url!r} names no database")
-        try:
-            port = parts.port
-        except ValueError:
-            raise ImproperlyConfigured(f"DATABASE_URL {url!r} has a bad port") from None
-        return {
-            "ENGINE": "django.db.backends.postgresql",
-            "NAME": name,
-            "USER": unquote(parts.username or ""),
-            "PASSWORD": unquote(parts.password or ""),
-            "HOST": parts.hostname or "",
-            "PORT": str(port or ""),
-            "OPTIONS": dict(parse_qsl(parts.query)),
-            "CONN_MAX_AGE": 60,
-            "CONN_HEALTH_CHECKS": True,
-        }
-    raise ImproperlyConfigured(f"DATABASE_URL must start with sqlite:// or postgres://, not {url!r}")
+        return _sqlite_config(Path(config["NAME"]))
+    if not config.get("NAME"):
+        raise ImproperlyConfigured(f"DATABASE_URL {url!r} names no database")
+    return config
 
 
 def _sqlite_config(path: Path) -> dict:

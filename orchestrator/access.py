@@ -3,7 +3,8 @@
 Views call ``get_experiment_for_user`` / ``get_experiment_for_request`` / ``get_experiment_for_token``
 and never look up an Experiment by id themselves.
 
-Rules (the rights of each role are ``Experiment.can_view/can_control/can_delete``):
+Rules (``role_for`` says what a user is to an experiment; ``can_view/can_control/can_delete`` the
+rights of each role):
 
 - private: the owner only (and superusers);
 - team: the owner, and members of the experiment's team by role: team owners and members read
@@ -16,6 +17,7 @@ Rules (the rights of each role are ``Experiment.can_view/can_control/can_delete`
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable
 from functools import wraps
 
@@ -23,12 +25,68 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.db.models import IntegerField, OuterRef, Q, QuerySet, Subquery, Value
 from django.http import Http404
+from django.urls import reverse
 
 from accounts.models import CREATOR_ROLES, Membership, Team
 from orchestrator.events import WorkerEvent
 from orchestrator.models import Experiment, Visibility
 
 SCOPES = ("mine", "team", "shared")
+
+# What a user is to an experiment (role_for); the rights of each are in can_*() below.
+OWNER, SUPERUSER, TEAM_OWNER, MEMBER, VIEWER = "owner", "superuser", "team owner", "member", "viewer"
+CONTROL_ROLES = (OWNER, SUPERUSER, TEAM_OWNER, MEMBER)
+MANAGE_ROLES = (OWNER, SUPERUSER, TEAM_OWNER)
+_TEAM_ROLES = {"owner": TEAM_OWNER, "member": MEMBER, "viewer": VIEWER}
+
+
+def role_for(experiment: Experiment, user) -> str | None:
+    """What ``user`` is to ``experiment``: owner, superuser, team owner, member, viewer or None.
+
+    Team roles count only when the experiment is shared with its team (visibility team or
+    public). A public link gives no role: link visitors are handled by ``shares_with(token)``.
+    """
+    if not (user and user.is_authenticated):
+        return None
+    if user.id == experiment.owner_id:
+        return OWNER
+    if user.is_superuser:
+        return SUPERUSER
+    if experiment.team_id is None or experiment.visibility == Visibility.PRIVATE:
+        return None
+    return _TEAM_ROLES.get(_team_role(experiment, user))
+
+
+def _team_role(experiment: Experiment, user) -> str | None:
+    # experiments_visible_to() annotates the role of the user it was asked for, which saves a
+    # query per row in lists; the annotation is trusted only for that same user.
+    if getattr(experiment, "access_user_id", None) == user.id:
+        return experiment.access_team_role
+    return Membership.objects.filter(team_id=experiment.team_id, user=user).values_list("role", flat=True).first()
+
+
+def can_view(experiment: Experiment, user) -> bool:
+    return role_for(experiment, user) is not None
+
+
+def can_control(experiment: Experiment, user) -> bool:
+    """Start, pause, resume, cancel; also clone into the same team."""
+    return role_for(experiment, user) in CONTROL_ROLES
+
+
+def can_delete(experiment: Experiment, user) -> bool:
+    """Delete, and change the team, visibility and public link: the owner and team owners."""
+    return role_for(experiment, user) in MANAGE_ROLES
+
+
+def shares_with(experiment: Experiment, token: str | None) -> bool:
+    """Does ``token`` open this experiment's public read-only link?"""
+    return bool(
+        token
+        and experiment.visibility == Visibility.PUBLIC
+        and experiment.share_token
+        and secrets.compare_digest(experiment.share_token, token)
+    )
 
 
 def experiments_visible_to(user) -> QuerySet[Experiment]:
@@ -84,9 +142,9 @@ def get_experiment_for_user(user, pk: int, *, control: bool = False, delete: boo
     experiment = experiments_visible_to(user).select_related("owner", "team").filter(pk=pk).first()
     if experiment is None:
         raise Http404("No such experiment")
-    if control and not experiment.can_control(user):
+    if control and not can_control(experiment, user):
         raise PermissionDenied("You may view this experiment but not control it")
-    if delete and not experiment.can_delete(user):
+    if delete and not can_delete(experiment, user):
         raise PermissionDenied("Only the experiment's owner or a team owner may do this")
     return experiment
 
@@ -97,7 +155,7 @@ def get_experiment_for_token(token: str | None, pk: int | None = None) -> Experi
     if not token:
         raise Http404("No such link")
     experiment = Experiment.objects.select_related("owner", "team").filter(share_token=token).first()
-    if experiment is None or not experiment.shares_with(token) or (pk is not None and experiment.pk != pk):
+    if experiment is None or not shares_with(experiment, token) or (pk is not None and experiment.pk != pk):
         raise Http404("No such link")
     return experiment
 
@@ -139,11 +197,6 @@ def teams_for_creation(user) -> QuerySet[Team]:
 
 def share_path(experiment: Experiment) -> str | None:
     """The path of the experiment's public link page, or None when it has no link."""
-    from django.urls import NoReverseMatch, reverse
-
     if not experiment.share_token:
         return None
-    try:
-        return reverse("experiment_shared", args=[experiment.share_token])
-    except NoReverseMatch:  # the dashboard's share page isn't mounted (yet)
-        return f"/share/{experiment.share_token}/"
+    return reverse("experiment_shared", args=[experiment.share_token])

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from orchestrator.models import Checkpoint, Event, Experiment, RoundMetric, Worker
+from orchestrator.models import Checkpoint, Experiment, LogEntry, RoundMetric, Worker
 
 
 @admin.register(Experiment)
@@ -20,8 +20,8 @@ class CheckpointAdmin(admin.ModelAdmin):
     list_display = ["experiment", "round", "path", "size_bytes", "created"]
 
 
-@admin.register(Event)
-class EventAdmin(admin.ModelAdmin):
+@admin.register(LogEntry)
+class LogEntryAdmin(admin.ModelAdmin):
     list_display = ["experiment", "time", "level", "message"]
     list_filter = ["level"]
 

@@ -7,9 +7,6 @@ but not change; 409 ``{"detail", "status"}`` for a transition the current status
 
 from __future__ import annotations
 
-import csv
-import io
-
 from django.db.models import Q
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -24,6 +21,7 @@ from accounts.models import Membership
 from fedweb.inputs import MAX_INT, parse_int
 from orchestrator import access
 from orchestrator.models import Experiment
+from orchestrator.rounds import rounds_csv_response
 from orchestrator.serializers import (
     ExperimentCreateSerializer,
     ExperimentQueuedSerializer,
@@ -31,7 +29,6 @@ from orchestrator.serializers import (
     RoundSerializer,
     TeamSerializer,
 )
-from workers.engine.result import ROUND_RESULT_FIELDS
 
 ACTIONS = ("start", "pause", "resume", "cancel")
 
@@ -124,19 +121,7 @@ def rounds(request: Request, pk: int) -> Response:
 @renderer_classes([renderers.JSONRenderer, CSVRenderer])
 def rounds_csv(request: Request, pk: int) -> HttpResponse:
     experiment = access.get_experiment_for_user(request.user, pk)
-    response = HttpResponse(rounds_as_csv(experiment), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="experiment-{experiment.pk}-rounds.csv"'
-    return response
-
-
-def rounds_as_csv(experiment: Experiment) -> str:
-    """One header line of RoundResult field names, then one line per round (empty for null)."""
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(ROUND_RESULT_FIELDS)
-    for row in experiment.rounds.order_by("round").values_list(*ROUND_RESULT_FIELDS):
-        writer.writerow(row)
-    return out.getvalue()
+    return rounds_csv_response(experiment)
 
 
 @extend_schema(responses=TeamSerializer(many=True))

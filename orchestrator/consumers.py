@@ -9,6 +9,7 @@ A socket that lost access is closed with 4403 and forwards nothing more.
 from __future__ import annotations
 
 import time
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -17,6 +18,7 @@ from django.contrib.auth import get_user_model
 from fedweb.inputs import parse_int
 from orchestrator import access, events
 from orchestrator.models import FINISHED, Experiment, RoundMetric, Worker
+from orchestrator.public import host_names, redact
 
 FORBIDDEN = 4403  # WebSocket close code: "HTTP 403" in the private 4000-4999 range
 ACCESS_RECHECK_SECONDS = 30.0
@@ -121,12 +123,12 @@ class ExperimentConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
         experiment = Experiment.objects.filter(pk=self.experiment_id).first()
         if experiment is None:
             return False
-        return experiment.can_view(_current_user(self.scope)) or experiment.shares_with(self.share_token)
+        return access.can_view(experiment, _current_user(self.scope)) or access.shares_with(
+            experiment, self.share_token
+        )
 
     @database_sync_to_async
     def _public_text(self, text: str) -> str:
-        from orchestrator.public import host_names, redact
-
         experiment = Experiment.objects.filter(pk=self.experiment_id).first()
         return redact(text, host_names(experiment)) if experiment else text
 
@@ -197,8 +199,6 @@ def _rounds(experiment_id: int, after: int) -> list[dict]:
 
 
 def _query(scope, name: str, default: str = "") -> str:
-    from urllib.parse import parse_qs
-
     return parse_qs(scope.get("query_string", b"").decode()).get(name, [default])[0]
 
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 
 from django import forms
+from django.core.exceptions import ValidationError
 
 from fedweb import inputs
 from orchestrator.access import teams_for_creation
 from orchestrator.limits import check_new_spec
+from orchestrator.models import check_team_visibility
 from workers.engine.spec import SECTIONS, Spec, SpecError, field_help
 
 # Derived from the algorithm; showing it would only let the two disagree.
@@ -137,8 +139,10 @@ class ExperimentForm(forms.Form):
 
     def clean(self):
         cleaned = super().clean()
-        if cleaned.get("visibility") == "team" and not cleaned.get("team"):
-            self.add_error("team", "Pick a team to share the experiment with (or make it private).")
+        try:
+            check_team_visibility(cleaned.get("visibility"), cleaned.get("team"))
+        except ValidationError as e:
+            self.add_error(None, e)  # keyed by field: lands on "visibility"
         if self.errors:
             return cleaned  # the spec can't be judged from half of its fields
         try:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from orchestrator.fleet import pick_queue, queue_name
 from workers.engine.capacity import Estimate, Limits, check_capacity
 from workers.engine.data.paths import confine
 from workers.engine.spec import Spec
@@ -32,14 +33,12 @@ def server_limits() -> Limits:
 
 def device_kind(spec: Spec) -> str:
     """ "gpu" or "cpu": where the spec's rounds will run, as the queue choice decides it."""
-    from orchestrator.scheduling import _queue, pick_queue
-
     device = spec.compute.device
     if device.startswith("cuda"):
         return "gpu"
-    if device == "cpu" or _queue("gpu") == _queue("cpu"):
+    if device == "cpu" or queue_name("gpu") == queue_name("cpu"):
         return "cpu"
-    return "gpu" if pick_queue(spec) == _queue("gpu") else "cpu"  # auto: a GPU worker is live
+    return "gpu" if pick_queue(spec) == queue_name("gpu") else "cpu"  # auto: a GPU worker is live
 
 
 def check_new_spec(spec: Spec) -> Estimate:

@@ -1,4 +1,6 @@
-"""Experiments, their rounds, checkpoints and log, and the workers that run them.
+"""Experiments and their state machine. Every model of the app is importable from here: the rows a
+run leaves behind (RoundMetric, Checkpoint, LogEntry) live in ``records.py``, Worker in ``fleet.py``;
+who may see or change an experiment is ``access.py``'s.
 
 The state machine of an experiment lives here. Every transition is one conditional UPDATE
 (``filter(status__in=...).update(...)``) so that the web process and any number of workers can
@@ -10,9 +12,9 @@ from __future__ import annotations
 import secrets
 import shutil
 from datetime import timedelta
-from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
@@ -20,9 +22,16 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.utils import timezone
 
+from orchestrator import events
+from orchestrator.fleet import Worker, pick_queue
 from orchestrator.limits import check_new_spec
-from workers.engine.result import ROUND_RESULT_FIELDS
+from orchestrator.records import Checkpoint, LogEntry, RoundMetric, checkpoint_folder
 from workers.engine.spec import Spec, SpecError
+
+__all__ = [
+    "ACTIVE", "FINISHED", "Checkpoint", "check_team_visibility", "Experiment", "LogEntry", "RoundMetric", "Status", "Visibility", "Worker",
+    "checkpoint_folder",
+]  # fmt: skip
 
 
 class Status(models.TextChoices):
@@ -40,8 +49,6 @@ FINISHED = (Status.CANCELLED, Status.COMPLETED, Status.FAILED)
 
 
 def validate_spec(value) -> None:
-    from django.core.exceptions import ValidationError
-
     try:
         Spec.from_stored(value)  # new rows are judged in full by Experiment.clean() and save()
     except SpecError as e:
@@ -54,10 +61,11 @@ class Visibility(models.TextChoices):
     PUBLIC = "public"  # the team's members, and anyone holding the read-only share link
 
 
-# What a user is to an experiment (Experiment.role_for); the rights of each are in can_*() below.
-OWNER, SUPERUSER, TEAM_OWNER, MEMBER, VIEWER = "owner", "superuser", "team owner", "member", "viewer"
-CONTROL_ROLES = (OWNER, SUPERUSER, TEAM_OWNER, MEMBER)
-MANAGE_ROLES = (OWNER, SUPERUSER, TEAM_OWNER)
+def check_team_visibility(visibility: str, team) -> None:
+    """Team visibility needs a team. The one check of it: the model's ``clean()`` (and so the
+    sharing form), the new-experiment form and the API all call it; the error names ``visibility``."""
+    if visibility == Visibility.TEAM and team is None:
+        raise ValidationError({"visibility": "Choose a team to share the experiment with its team"})
 
 
 class Experiment(models.Model):
@@ -114,10 +122,7 @@ class Experiment(models.Model):
         super().save(*args, **kwargs)
 
     def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
-        if self.visibility == Visibility.TEAM and self.team_id is None:
-            raise ValidationError({"visibility": "Choose a team to share the experiment with its team"})
+        check_team_visibility(self.visibility, self.team_id)
         if self._state.adding:
             try:
                 check_new_spec(Spec.from_dict(self.spec))
@@ -126,56 +131,9 @@ class Experiment(models.Model):
 
     # -- domain ------------------------------------------------------------------------------
 
-    def spec_obj(self) -> Spec:
+    def parsed_spec(self) -> Spec:
+        """The stored spec as the engine's typed ``Spec``."""
         return Spec.from_stored(self.spec)
-
-    # -- access (orchestrator.access asks these; views ask orchestrator.access) -------------------
-
-    def role_for(self, user) -> str | None:
-        """What ``user`` is to this experiment: owner, superuser, team owner, member, viewer or None.
-
-        Team roles count only when the experiment is shared with its team (visibility team or
-        public). A public link gives no role: link visitors are handled by ``shares_with(token)``.
-        """
-        if not (user and user.is_authenticated):
-            return None
-        if user.id == self.owner_id:
-            return OWNER
-        if user.is_superuser:
-            return SUPERUSER
-        if self.team_id is None or self.visibility == Visibility.PRIVATE:
-            return None
-        team_role = self._team_role(user)
-        return {"owner": TEAM_OWNER, "member": MEMBER, "viewer": VIEWER}.get(team_role)
-
-    def _team_role(self, user) -> str | None:
-        # access.experiments_visible_to() annotates the role of the user it was asked for, which
-        # saves a query per row in lists; the annotation is trusted only for that same user.
-        if getattr(self, "access_user_id", None) == user.id:
-            return self.access_team_role
-        from accounts.models import Membership
-
-        return Membership.objects.filter(team_id=self.team_id, user=user).values_list("role", flat=True).first()
-
-    def can_view(self, user) -> bool:
-        return self.role_for(user) is not None
-
-    def can_control(self, user) -> bool:
-        """Start, pause, resume, cancel; also clone into the same team."""
-        return self.role_for(user) in CONTROL_ROLES
-
-    def can_delete(self, user) -> bool:
-        """Delete, and change the team, visibility and public link: the owner and team owners."""
-        return self.role_for(user) in MANAGE_ROLES
-
-    def shares_with(self, token: str | None) -> bool:
-        """Does ``token`` open this experiment's public read-only link?"""
-        return bool(
-            token
-            and self.visibility == Visibility.PUBLIC
-            and self.share_token
-            and secrets.compare_digest(self.share_token, token)
-        )
 
     def enable_public_link(self) -> str:
         """Make the experiment public with a new unguessable link token (any older link dies)."""
@@ -193,8 +151,6 @@ class Experiment(models.Model):
         self._access_changed()
 
     def _access_changed(self) -> None:
-        from orchestrator import events
-
         events.publish_access_changed(experiment_ids=[self.pk])
 
     @property
@@ -215,9 +171,10 @@ class Experiment(models.Model):
 
     def start(self, *, by: str = "", enqueue: bool = True) -> bool:
         """Queue a draft. ``enqueue=False`` is for running it in this process (``--inline``)."""
-        from orchestrator.scheduling import dispatch_round, pick_queue
+        # The one upward call of the state machine: scheduling is built on these models.
+        from orchestrator.scheduling import dispatch_round
 
-        queue = pick_queue(self.spec_obj()) if enqueue else "inline"
+        queue = pick_queue(self.parsed_spec()) if enqueue else "inline"
         if not self._transition([Status.DRAFT], status=Status.QUEUED, queue=queue, queued_at=timezone.now()):
             return False
         self.log("info", f"Queued on '{queue}'" + (f" by {by}" if by else ""))
@@ -235,7 +192,7 @@ class Experiment(models.Model):
         return True
 
     def resume(self, *, by: str = "") -> bool:
-        from orchestrator.scheduling import dispatch_round
+        from orchestrator.scheduling import dispatch_round  # upward, as in start()
 
         if not self._transition([Status.PAUSED], status=Status.QUEUED, queued_at=timezone.now()):
             return False
@@ -314,16 +271,12 @@ class Experiment(models.Model):
             self._status_changed()
         return failed
 
-    def log(self, level: str, message: str) -> Event:
-        from orchestrator import events
-
-        event = Event.objects.create(experiment=self, level=level, message=message)
-        events.publish_log(event)
-        return event
+    def log(self, level: str, message: str) -> LogEntry:
+        entry = LogEntry.objects.create(experiment=self, level=level, message=message)
+        events.publish_log(entry)
+        return entry
 
     def _status_changed(self) -> None:
-        from orchestrator import events
-
         events.publish_status(self)
 
     def latest_checkpoint(self, *, at_most: int | None = None) -> Checkpoint | None:
@@ -333,107 +286,9 @@ class Experiment(models.Model):
         return qs.first()
 
 
-class RoundMetric(models.Model):
-    """One RoundResult, as the engine returned it. Field names match ROUND_RESULT_FIELDS exactly."""
-
-    experiment = models.ForeignKey(Experiment, models.CASCADE, related_name="rounds")
-    round = models.PositiveIntegerField()
-    participants = models.IntegerField()
-    completed = models.IntegerField()
-    stragglers = models.IntegerField()
-    dropped = models.IntegerField()
-    train_loss = models.FloatField(null=True)
-    test_loss = models.FloatField(null=True)
-    test_accuracy = models.FloatField(null=True)
-    bytes_down = models.BigIntegerField()
-    bytes_up = models.BigIntegerField()
-    bytes_formula = models.BigIntegerField()
-    round_seconds = models.FloatField()
-    train_seconds = models.FloatField()
-    samples = models.BigIntegerField()
-    rss_mb = models.FloatField()
-    threads = models.IntegerField()
-    vram_allocated_mb = models.FloatField(null=True)
-    vram_reserved_mb = models.FloatField(null=True)
-    vram_peak_mb = models.FloatField(null=True)
-    device = models.CharField(max_length=200)
-    recorded = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["experiment", "round"]
-        constraints = [models.UniqueConstraint(fields=["experiment", "round"], name="one_metric_per_round")]
-
-    def to_result_dict(self) -> dict:
-        return {name: getattr(self, name) for name in ROUND_RESULT_FIELDS}
-
-    @classmethod
-    def record(cls, experiment: Experiment, result: dict) -> RoundMetric:
-        """Store a round's result; a second delivery of the same round keeps the first row."""
-        values = {name: result[name] for name in ROUND_RESULT_FIELDS if name != "round"}
-        metric, _ = cls.objects.get_or_create(experiment=experiment, round=result["round"], defaults=values)
-        return metric
-
-
-class Checkpoint(models.Model):
-    experiment = models.ForeignKey(Experiment, models.CASCADE, related_name="checkpoints")
-    round = models.PositiveIntegerField()
-    path = models.CharField(max_length=1000)
-    size_bytes = models.BigIntegerField()
-    created = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["experiment", "round"]
-        constraints = [models.UniqueConstraint(fields=["experiment", "round"], name="one_checkpoint_per_round")]
-
-
-class Event(models.Model):
-    """A line of an experiment's log, as shown in the dashboard."""
-
-    LEVELS = [("info", "info"), ("warning", "warning"), ("error", "error")]
-
-    experiment = models.ForeignKey(Experiment, models.CASCADE, related_name="events")
-    time = models.DateTimeField(default=timezone.now, db_index=True)
-    level = models.CharField(max_length=16, choices=LEVELS, default="info")
-    message = models.TextField()
-
-    class Meta:
-        ordering = ["time", "id"]
-
-
-def checkpoint_folder(experiment_id: int) -> Path:
-    """Where an experiment's checkpoint files live (shared by the web process and the workers)."""
-    return settings.FEDWEB_DATA_DIR / "checkpoints" / str(experiment_id)
-
-
 @receiver(post_delete, sender=Experiment)
 def _delete_checkpoint_files(sender, instance: Experiment, **kwargs) -> None:
     # After the commit: a rolled-back delete must not lose the files. Any way of deleting (page,
     # API, admin, a cascade from its owner) comes through here.
     folder = checkpoint_folder(instance.pk)
     transaction.on_commit(lambda: shutil.rmtree(folder, ignore_errors=True))
-
-
-class Worker(models.Model):
-    hostname = models.CharField(max_length=255, unique=True)
-    queue = models.CharField(max_length=255)
-    devices = models.JSONField(default=list, blank=True)  # [{"name", "total_mb", "used_mb"}]
-    last_heartbeat = models.DateTimeField(default=timezone.now)
-    current_experiment = models.ForeignKey(Experiment, models.SET_NULL, null=True, blank=True, related_name="+")
-
-    class Meta:
-        ordering = ["hostname"]
-
-    def __str__(self) -> str:
-        return self.hostname
-
-    @property
-    def is_lost(self) -> bool:
-        return timezone.now() - self.last_heartbeat > timedelta(seconds=settings.WORKER_LOST_AFTER)
-
-    @classmethod
-    def live(cls):
-        cutoff = timezone.now() - timedelta(seconds=settings.WORKER_LOST_AFTER)
-        return cls.objects.filter(last_heartbeat__gte=cutoff)
-
-    def serve_queues(self) -> list[str]:
-        return [q for q in self.queue.split(",") if q]

@@ -8,6 +8,9 @@ shown) and free text such as log lines ("Running round 3 on gpu0@box"), which ``
 from __future__ import annotations
 
 import re
+from copy import copy
+
+from orchestrator.fleet import Worker
 
 HIDDEN = "a worker"
 # Names the engine and the inline runner use for themselves; they name no machine.
@@ -16,8 +19,6 @@ NOT_HOSTS = {"", "inline", "worker"}
 
 def host_names(experiment) -> list[str]:
     """Every worker name that could appear in ``experiment``'s text, longest first."""
-    from orchestrator.models import Worker
-
     names = set(Worker.objects.values_list("hostname", flat=True)) | {experiment.worker}
     # Celery names a worker "name@machine": the machine alone names the host too.
     names |= {name.split("@", 1)[1] for name in names if "@" in name}
@@ -34,9 +35,7 @@ def redact(text: str, names: list[str]) -> str:
 
 
 def redact_events(events: list, names: list[str]) -> list:
-    """Copies of Event rows whose messages name no worker host (the rows are not saved)."""
-    from copy import copy
-
+    """Copies of LogEntry rows whose messages name no worker host (the rows are not saved)."""
     cleaned = []
     for event in events:
         event = copy(event)

@@ -12,6 +12,11 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db.models import Count
+from kombu import Connection
+
+from fedweb.celery import app
+from orchestrator.fleet import Worker
+from orchestrator.models import ACTIVE, Experiment, Status
 
 BROKER_TIMEOUT_S = 1.0
 START_HINT = "celery -A fedweb worker -Q {queue} --concurrency 1"
@@ -53,8 +58,6 @@ class QueueState:
 
 def live_workers_by_queue() -> dict[str, list[LiveWorker]]:
     """Every queue some live worker serves, with those workers (one query)."""
-    from orchestrator.models import Worker
-
     served: dict[str, list[LiveWorker]] = {}
     for worker in Worker.live().only("hostname", "queue", "devices"):
         live = LiveWorker(worker.hostname, len(worker.devices or []))
@@ -65,8 +68,6 @@ def live_workers_by_queue() -> dict[str, list[LiveWorker]]:
 
 def _active_counts() -> dict[str, dict[str, int]]:
     # {queue: {status: experiments}} for queued and running runs, in one query.
-    from orchestrator.models import ACTIVE, Experiment
-
     counts: dict[str, dict[str, int]] = {}
     rows = Experiment.objects.filter(status__in=ACTIVE).exclude(queue__in=["", "inline"])
     for row in rows.values("queue", "status").annotate(n=Count("id")).order_by():
@@ -81,8 +82,6 @@ def queue_depths() -> dict[str, int]:
 
 def queue_states(*, broker: bool = False) -> list[QueueState]:
     """The configured queues, then any other queue a live worker serves or a run waits on."""
-    from orchestrator.models import Status
-
     served = live_workers_by_queue()
     counts = _active_counts()
     names = list(dict.fromkeys([*settings.FEDWEB_QUEUES, *sorted(served), *sorted(counts)]))
@@ -117,8 +116,6 @@ def waiting_reason(queue: str, device: str, served: dict[str, list[LiveWorker]] 
 
 def run_waiting_reason(status: str, queue: str, spec: dict, served: dict[str, list[LiveWorker]] | None = None) -> str:
     """The waiting reason of a queued or running run; "" for any other status or the inline queue."""
-    from orchestrator.models import ACTIVE
-
     if status not in ACTIVE or queue in ("", "inline"):
         return ""
     device = (spec.get("compute") or {}).get("device", "auto")
@@ -152,10 +149,7 @@ def submit_warnings(experiment) -> list[str]:
 
 def broker_message_counts(names: list[str]) -> dict[str, int | None]:
     """Messages waiting in the broker per queue; {} when the broker does not answer in time."""
-    from kombu import Connection
-
-    from fedweb.celery import app  # the broker this process sends rounds to
-
+    # The broker this process sends rounds to, with short timeouts so a page never hangs on it.
     options = {
         **(app.conf.broker_transport_options or {}),
         "socket_timeout": BROKER_TIMEOUT_S,

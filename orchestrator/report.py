@@ -12,6 +12,8 @@ from django.utils.safestring import mark_safe
 
 from orchestrator.leak import leak_warnings
 from orchestrator.models import Experiment
+from orchestrator.public import host_names, redact, redact_events
+from orchestrator.rounds import rounds_of, table_columns, table_rows
 
 
 def _static_text(relative: str) -> str:
@@ -22,9 +24,6 @@ def _static_text(relative: str) -> str:
 
 def render_report(experiment: Experiment, *, public: bool = False) -> str:
     """The report's HTML; ``public`` (for public-link holders) leaves out worker host names."""
-    from orchestrator.public import host_names, redact, redact_events
-    from orchestrator.views import rounds_of, table_rows
-
     rounds = rounds_of(experiment)
     totals = {
         "up_mb": sum(r["bytes_up"] for r in rounds) / 1e6,
@@ -32,13 +31,14 @@ def render_report(experiment: Experiment, *, public: bool = False) -> str:
         "formula_mb": sum(r["bytes_formula"] for r in rounds) / 1e6,
         "seconds": sum(r["round_seconds"] for r in rounds),
     }
-    events = list(experiment.events.order_by("time", "id")[:500])
+    events = list(experiment.log_entries.order_by("time", "id")[:500])
     hosts = host_names(experiment) if public else []
     accuracies = [r["test_accuracy"] for r in rounds if r["test_accuracy"] is not None]
     ctx = {
         "experiment": experiment,
         "rounds": rounds,
         "last_rounds": table_rows(rounds),
+        "table_columns": table_columns(),
         "totals": totals,
         "final_accuracy": accuracies[-1] if accuracies else None,
         "leak_warnings": leak_warnings(rounds),
@@ -46,7 +46,12 @@ def render_report(experiment: Experiment, *, public: bool = False) -> str:
         "error": redact(experiment.error, hosts),
         "public": public,
         "spec_json": json.dumps(experiment.spec, indent=2),
-        "page": {"id": experiment.pk, "status": experiment.status, "total_rounds": experiment.total_rounds},
+        "page": {
+            "id": experiment.pk,
+            "status": experiment.status,
+            "total_rounds": experiment.total_rounds,
+            "table_columns": table_columns(),
+        },
         "generated": timezone.now(),
         "plotly_js": _static_text("vendor/plotly.min.js"),
         "page_js": _static_text("js/experiment_detail.js"),

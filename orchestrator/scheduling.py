@@ -22,26 +22,13 @@ from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
-from workers.engine.spec import Spec
+from fedweb.celery import app
+from orchestrator.fleet import Worker, queue_name
+from orchestrator.models import ACTIVE, Experiment
 
 log = logging.getLogger(__name__)
 
 ROUND_TASK = "workers.tasks.run_round"  # sent by name: scheduling never imports the worker code
-
-
-def pick_queue(spec: Spec) -> str:
-    """The queue for a spec's device: ``cpu`` -> cpu; ``cuda*`` -> gpu; ``auto`` -> gpu when a
-    live worker serves the gpu queue, else cpu (so a CPU-only install still runs everything)."""
-    from orchestrator.models import Worker
-
-    cpu, gpu = _queue("cpu"), _queue("gpu")
-    device = spec.compute.device
-    if device == "cpu":
-        return cpu
-    if device.startswith("cuda"):
-        return gpu
-    has_gpu_worker = any(gpu in w.serve_queues() for w in Worker.live())
-    return gpu if has_gpu_worker else cpu
 
 
 def dispatch_round(experiment, round_number: int, *, force: bool = False, sent_at=None) -> bool:
@@ -52,8 +39,6 @@ def dispatch_round(experiment, round_number: int, *, force: bool = False, sent_a
     reconciler: of several reconcilers noticing the same lost round, one re-sends it).
     Returns whether this call sent it.
     """
-    from orchestrator.models import ACTIVE, Experiment
-
     rows = Experiment.objects.filter(
         pk=experiment.pk, status__in=ACTIVE, current_round=round_number - 1, total_rounds__gte=round_number
     )
@@ -63,7 +48,7 @@ def dispatch_round(experiment, round_number: int, *, force: bool = False, sent_a
         rows = rows.filter(dispatched_round__lt=round_number)
     if not rows.update(dispatched_round=round_number, dispatched_at=timezone.now()):
         return False
-    _send(experiment.pk, round_number, experiment.queue or _queue("cpu"))
+    _send(experiment.pk, round_number, experiment.queue or queue_name("cpu"))
     return True
 
 
@@ -73,8 +58,6 @@ def dispatch_next(experiment) -> bool:
 
 
 def _send(experiment_id: int, round_number: int, queue: str) -> None:
-    from fedweb.celery import app
-
     try:
         app.send_task(ROUND_TASK, (experiment_id, round_number), queue=queue)
     except Exception:  # broker away: the send is recorded, so the reconciler sends it again later
@@ -91,8 +74,6 @@ def reconcile(now=None) -> list[tuple[int, int]]:
     queue: a worker died after taking it but before claiming it), or for ``ROUND_RESEND_AFTER``
     whatever the queue (lost by the broker).
     """
-    from orchestrator.models import ACTIVE, Experiment
-
     now = now or timezone.now()
     held = Q(claimed_round__gt=F("current_round"), lease_expires__gte=now)
     idle_queues = _idle_queues()
@@ -121,24 +102,12 @@ def reconcile(now=None) -> list[tuple[int, int]]:
 
 def _idle_queues() -> set[str]:
     """Queues with a live worker that is running no round right now."""
-    from orchestrator.models import Worker
-
     return {q for w in Worker.live().filter(current_experiment__isnull=True) for q in w.serve_queues()}
 
 
 def renew_leases(hostname: str, pids: list[int]) -> int:
     """Extend the leases of the rounds that ``hostname``'s live processes ``pids`` are running."""
-    from orchestrator.models import Experiment
-
     expires = timezone.now() + timedelta(seconds=settings.WORKER_LOST_AFTER)
     return Experiment.objects.filter(worker=hostname, claim_pid__in=pids, claimed_round__gt=F("current_round")).update(
         lease_expires=expires
     )
-
-
-def _queue(kind: str) -> str:
-    # FEDWEB_QUEUES may rename the queues; the first is the CPU one, the second the GPU one.
-    queues = settings.FEDWEB_QUEUES
-    if kind == "cpu":
-        return queues[0]
-    return queues[1] if len(queues) > 1 else queues[0]

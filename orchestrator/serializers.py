@@ -4,12 +4,14 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from accounts.models import Team
 from orchestrator import access
 from orchestrator.limits import check_new_spec
-from orchestrator.models import Experiment, RoundMetric, Visibility
+from orchestrator.models import Experiment, RoundMetric, Visibility, check_team_visibility
+from orchestrator.queues import submit_warnings
 from workers.engine.result import ROUND_RESULT_FIELDS
 from workers.engine.spec import Spec, SpecError
 
@@ -36,16 +38,16 @@ class ExperimentSerializer(serializers.ModelSerializer):
         return self.context["request"].user
 
     def get_role(self, experiment) -> str | None:
-        return experiment.role_for(self._user())
+        return access.role_for(experiment, self._user())
 
     def get_can_control(self, experiment) -> bool:
-        return experiment.can_control(self._user())
+        return access.can_control(experiment, self._user())
 
     def get_can_delete(self, experiment) -> bool:
-        return experiment.can_delete(self._user())
+        return access.can_delete(experiment, self._user())
 
     def get_share_url(self, experiment) -> str | None:
-        path = access.share_path(experiment) if experiment.can_delete(self._user()) else None
+        path = access.share_path(experiment) if access.can_delete(experiment, self._user()) else None
         return path and self.context["request"].build_absolute_uri(path)
 
 
@@ -63,8 +65,6 @@ class ExperimentQueuedSerializer(ExperimentSerializer):
         read_only_fields = fields
 
     def get_warnings(self, experiment) -> list[str]:
-        from orchestrator.queues import submit_warnings
-
         return submit_warnings(experiment)
 
 
@@ -92,8 +92,10 @@ class ExperimentCreateSerializer(serializers.Serializer):
         return team
 
     def validate(self, data):
-        if data.get("visibility") == Visibility.TEAM and not data.get("team"):
-            raise serializers.ValidationError({"visibility": ["Choose a team to share the experiment with its team"]})
+        try:
+            check_team_visibility(data.get("visibility"), data.get("team"))
+        except DjangoValidationError as e:
+            raise serializers.ValidationError(e.message_dict) from None
         return data
 
     def create(self, data) -> Experiment:

@@ -1,25 +1,25 @@
 from django.urls import path
 
-from orchestrator import views
+from orchestrator.views import compare, controls, downloads, health, pages, workers
 
 # URL names are a contract with the REST API and the permission tests: keep them stable.
 urlpatterns = [
-    path("", views.experiment_list, name="experiment_list"),
-    path("healthz", views.healthz, name="healthz"),
-    path("experiments/statuses.json", views.experiment_statuses, name="experiment_statuses"),
-    path("experiments/new/", views.experiment_new, name="experiment_new"),
-    path("experiments/new/bandwidth.json", views.experiment_preview_bandwidth, name="experiment_preview_bandwidth"),
-    path("experiments/new/partition.json", views.experiment_preview_partition, name="experiment_preview_partition"),
-    path("experiments/<int:pk>/", views.experiment_detail, name="experiment_detail"),
-    path("experiments/<int:pk>/rounds.csv", views.experiment_rounds_csv, name="experiment_rounds_csv"),
-    path("experiments/<int:pk>/rounds.json", views.experiment_rounds_json, name="experiment_rounds_json"),
-    path("experiments/<int:pk>/report.html", views.experiment_report, name="experiment_report"),
-    path("experiments/<int:pk>/pause/", views.experiment_pause, name="experiment_pause"),
-    path("experiments/<int:pk>/resume/", views.experiment_resume, name="experiment_resume"),
-    path("experiments/<int:pk>/cancel/", views.experiment_cancel, name="experiment_cancel"),
-    path("experiments/<int:pk>/delete/", views.experiment_delete, name="experiment_delete"),
-    path("share/<str:token>/", views.experiment_shared, name="experiment_shared"),
-    path("compare/", views.experiment_compare, name="experiment_compare"),
-    path("workers/", views.worker_list, name="worker_list"),
-    path("workers.json", views.worker_list_json, name="worker_list_json"),
+    path("", pages.experiment_list, name="experiment_list"),
+    path("healthz", health.healthz, name="healthz"),
+    path("experiments/statuses.json", pages.experiment_statuses, name="experiment_statuses"),
+    path("experiments/new/", pages.experiment_new, name="experiment_new"),
+    path("experiments/new/bandwidth.json", pages.experiment_preview_bandwidth, name="experiment_preview_bandwidth"),
+    path("experiments/new/partition.json", pages.experiment_preview_partition, name="experiment_preview_partition"),
+    path("experiments/<int:pk>/", pages.experiment_detail, name="experiment_detail"),
+    path("experiments/<int:pk>/rounds.csv", downloads.experiment_rounds_csv, name="experiment_rounds_csv"),
+    path("experiments/<int:pk>/rounds.json", downloads.experiment_rounds_json, name="experiment_rounds_json"),
+    path("experiments/<int:pk>/report.html", downloads.experiment_report, name="experiment_report"),
+    path("experiments/<int:pk>/pause/", controls.experiment_action, {"action": "pause"}, name="experiment_pause"),
+    path("experiments/<int:pk>/resume/", controls.experiment_action, {"action": "resume"}, name="experiment_resume"),
+    path("experiments/<int:pk>/cancel/", controls.experiment_action, {"action": "cancel"}, name="experiment_cancel"),
+    path("experiments/<int:pk>/delete/", controls.experiment_delete, name="experiment_delete"),
+    path("share/<str:token>/", pages.experiment_shared, name="experiment_shared"),
+    path("compare/", compare.experiment_compare, name="experiment_compare"),
+    path("workers/", workers.worker_list, name="worker_list"),
+    path("workers.json", workers.worker_list_json, name="worker_list_json"),
 ]

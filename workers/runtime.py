@@ -21,7 +21,7 @@ from orchestrator.limits import datasets_root
 from orchestrator.models import Checkpoint, Experiment, checkpoint_folder
 from workers.engine.result import RoundResult
 from workers.engine.runner import Simulation
-from workers.reporting import Report
+from workers.progress import LogLine
 
 # Two entries: the experiment running now and the one it interleaves with on this worker. More
 # would hold more models and datasets in (GPU) memory for no gain; memory must stay flat.
@@ -41,9 +41,9 @@ class RoundFailed(Exception):
     """A round that cannot be run; the message is shown to the user as is."""
 
 
-def run_round(experiment: Experiment, round_number: int, report: Report) -> tuple[RoundResult, Simulation]:
+def run_round(experiment: Experiment, round_number: int, log_line: LogLine) -> tuple[RoundResult, Simulation]:
     """Run ``round_number``; on CUDA out-of-memory retry it with half the client group size."""
-    entry = _simulation_for(experiment, round_number, report)
+    entry = _simulation_for(experiment, round_number, log_line)
     while True:
         try:
             return entry.sim.run_round(), entry.sim
@@ -55,13 +55,15 @@ def run_round(experiment: Experiment, round_number: int, report: Report) -> tupl
             # Stored, so a rebuild on any worker (after a crash, from a checkpoint) keeps it.
             Experiment.objects.filter(pk=experiment.pk).update(client_group_size=group_size)
             experiment.client_group_size = group_size
-            report(
+            log_line(
                 "warning", f"Out of GPU memory in round {round_number}; retrying with client group size {group_size}"
             )
-            entry = _simulation_for(experiment, round_number, report, group_size=group_size)
+            entry = _simulation_for(experiment, round_number, log_line, group_size=group_size)
 
 
-def _simulation_for(experiment: Experiment, round_number: int, report: Report, group_size: int | None = None) -> _Entry:
+def _simulation_for(
+    experiment: Experiment, round_number: int, log_line: LogLine, group_size: int | None = None
+) -> _Entry:
     """A simulation that has completed exactly ``round_number - 1`` rounds."""
     want = round_number - 1
     entry = _cache.pop(experiment.pk, None)
@@ -69,7 +71,7 @@ def _simulation_for(experiment: Experiment, round_number: int, report: Report, g
         entry.sim.close()
         entry = None
     if entry is None:
-        entry = _rebuild(experiment, want, report, group_size or experiment.client_group_size)
+        entry = _rebuild(experiment, want, log_line, group_size or experiment.client_group_size)
     _cache[experiment.pk] = entry
     while len(_cache) > CACHE_SIZE:
         _, evicted = _cache.popitem(last=False)
@@ -78,19 +80,19 @@ def _simulation_for(experiment: Experiment, round_number: int, report: Report, g
     return entry
 
 
-def _rebuild(experiment: Experiment, want: int, report: Report, group_size: int | None) -> _Entry:
+def _rebuild(experiment: Experiment, want: int, log_line: LogLine, group_size: int | None) -> _Entry:
     checkpoint = experiment.latest_checkpoint(at_most=want)
     if checkpoint is not None and Path(checkpoint.path).exists():
         sim = Simulation.from_checkpoint(checkpoint.path, data_root=datasets_root())
         origin = f"the checkpoint of round {checkpoint.round}"
     else:
-        sim = Simulation(experiment.spec_obj(), data_root=datasets_root())
+        sim = Simulation(experiment.parsed_spec(), data_root=datasets_root())
         origin = "the start"
     if group_size is not None and group_size != sim.spec.compute.client_group_size:
         sim.set_client_group_size(group_size)
     group_size = sim.spec.compute.client_group_size
     if sim.round < want:
-        report("info", f"Rebuilt from {origin}; replaying rounds {sim.round + 1}..{want}")
+        log_line("info", f"Rebuilt from {origin}; replaying rounds {sim.round + 1}..{want}")
     while sim.round < want:
         sim.run_round()  # already recorded: the results are discarded, only the state matters
     return _Entry(sim, group_size)

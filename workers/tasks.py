@@ -15,7 +15,7 @@ def run_round(experiment_id: int, round_number: int) -> None:
     execute_round(experiment_id, round_number, worker=run_round.request.hostname or "worker")
 
 
-def execute_round(experiment_id: int, round_number: int, *, worker: str, report=None, dispatch: bool = True):
+def execute_round(experiment_id: int, round_number: int, *, worker: str, log_line=None, dispatch: bool = True):
     """Run one round of an experiment. Returns the experiment if its next round should follow.
 
     With ``dispatch`` (a worker), the next round is sent here; a delivery of a round that is
@@ -35,16 +35,16 @@ def execute_round(experiment_id: int, round_number: int, *, worker: str, report=
         return None
     from orchestrator import events
     from orchestrator.scheduling import dispatch_next
-    from workers import faults, reporting, runtime
+    from workers import faults, progress, runtime
 
     experiment.refresh_from_db()
-    report = report or reporting.for_experiment(experiment)
+    log_line = log_line or progress.to_experiment_log(experiment)
     if not was_running:
-        report("info", f"Running round {round_number} on {worker}")
+        log_line("info", f"Running round {round_number} on {worker}")
         events.publish_status(experiment)
     Worker.objects.filter(hostname=worker).update(current_experiment=experiment)
     try:
-        result, sim = runtime.run_round(experiment, round_number, report)
+        result, sim = runtime.run_round(experiment, round_number, log_line)
         metrics = result.to_dict()
         RoundMetric.record(experiment, metrics)
         if runtime.checkpoint_due(round_number, experiment.total_rounds):
@@ -89,14 +89,14 @@ def _refused(experiment, round_number: int, dispatch: bool) -> None:
         dispatch_next(experiment)  # the round is recorded but its successor may never have been sent
 
 
-def run_inline(experiment, report=None, on_round=None):
+def run_inline(experiment, log_line=None, on_round=None):
     """Run an experiment's remaining rounds in this process, without Celery or a worker."""
     from orchestrator.models import RoundMetric
 
     current = experiment
     while current is not None:
         round_number = current.current_round + 1
-        current = execute_round(experiment.pk, round_number, worker="inline", report=report, dispatch=False)
+        current = execute_round(experiment.pk, round_number, worker="inline", log_line=log_line, dispatch=False)
         if on_round is not None:
             metric = RoundMetric.objects.filter(experiment=experiment, round=round_number).first()
             if metric is not None:

@@ -189,8 +189,9 @@
   function addTableRow(m) {
     const body = document.querySelector("#rounds-table tbody");
     if (!body) return;
-    const cells = [m.round, m.participants, m.completed, fmt(m.train_loss, 4), fmt(m.test_loss, 4), fmt(m.test_accuracy, 4),
-      fmt(m.bytes_up / MB, 2), fmt(m.bytes_down / MB, 2), fmt(m.round_seconds, 2), fmt(m.rss_mb, 0), fmt(m.vram_peak_mb, 0)];
+    // The columns come from the server (orchestrator/rounds.py TABLE_COLUMNS), as the rows it rendered.
+    const cells = page.table_columns.map((c) =>
+      c.digits === null ? (m[c.field] ?? "–") : fmt(m[c.field] === null ? null : m[c.field] / c.scale, c.digits));
     const tr = document.createElement("tr");
     for (const c of cells) { const td = document.createElement("td"); td.className = "num"; td.textContent = c; tr.appendChild(td); }
     body.insertBefore(tr, body.firstChild);

@@ -1,6 +1,7 @@
 import pytest
 from django.urls import reverse
 
+from orchestrator import access
 from orchestrator.models import Experiment
 from tests.accounts.world import make_experiment, make_world
 
@@ -17,17 +18,19 @@ def test_it_moves_a_private_experiment_into_the_team(client, world):
     client.force_login(world.owner)
     url = reverse("experiment_sharing", args=[experiment.pk])
     assert client.get(url).status_code == 200
-    assert not experiment.can_view(world.viewer)
+    assert not access.can_view(experiment, world.viewer)
     assert client.post(url, {"team": world.team.pk, "visibility": "team"}).status_code == 302
     experiment.refresh_from_db()
-    assert experiment.team == world.team and experiment.can_view(world.viewer) and experiment.share_token is None
+    assert (
+        experiment.team == world.team and access.can_view(experiment, world.viewer) and experiment.share_token is None
+    )
 
 
 def test_it_refuses_team_visibility_without_a_team(client, world):
     experiment = make_experiment(world.owner, name="solo")
     client.force_login(world.owner)
     response = client.post(reverse("experiment_sharing", args=[experiment.pk]), {"team": "", "visibility": "team"})
-    assert response.status_code == 400 and "team" in response.context["form"].errors
+    assert response.status_code == 400 and "visibility" in response.context["form"].errors
     assert Experiment.objects.get(pk=experiment.pk).visibility == "private"
 
 

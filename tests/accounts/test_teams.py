@@ -2,6 +2,7 @@ import pytest
 from django.urls import reverse
 
 from accounts.models import LastOwnerError, Membership, Role, Team
+from orchestrator import access
 from tests.accounts.world import make_user, make_world
 
 pytestmark = pytest.mark.django_db
@@ -84,9 +85,9 @@ def test_it_lets_team_owners_remove_members_and_anyone_leave(client, world):
 
 
 def test_it_ends_access_to_team_experiments_with_the_membership(world):
-    assert world.experiment.can_view(world.viewer)
+    assert access.can_view(world.experiment, world.viewer)
     Membership.objects.get(team=world.team, user=world.viewer).remove()
-    assert not world.experiment.can_view(world.viewer)
+    assert not access.can_view(world.experiment, world.viewer)
 
 
 def test_it_keeps_the_higher_role_when_adding_an_existing_member(world):

@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from accounts.models import Role, Team
 from orchestrator.models import Experiment, RoundMetric
 from tests.conftest import TINY_SPEC
+from tests.factories import round_result
 
 PASSWORD = "correct horse battery"
 
@@ -28,10 +29,7 @@ class World:
 
 
 def metrics(r: int) -> dict:
-    return {"round": r, "participants": 4, "completed": 4, "stragglers": 0, "dropped": 0, "train_loss": 1.0 / r,
-            "test_loss": 1.0, "test_accuracy": 0.5, "bytes_down": 10, "bytes_up": 5, "bytes_formula": 20,
-            "round_seconds": 0.1, "train_seconds": 0.05, "samples": 40, "rss_mb": 100.0, "threads": 2,
-            "vram_allocated_mb": None, "vram_reserved_mb": None, "vram_peak_mb": None, "device": "cpu"}  # fmt: skip
+    return round_result(r, train_loss=1.0 / r, bytes_down=10, bytes_up=5, bytes_formula=20)
 
 
 def make_user(username: str, **extra):

@@ -5,6 +5,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from orchestrator import access
 from orchestrator.models import Experiment, Status
 from tests.accounts.world import PASSWORD, make_experiment, make_world, metrics
 from tests.conftest import TINY_SPEC
@@ -60,7 +61,7 @@ def test_it_creates_and_starts_in_a_team(api, world, enqueued):
     experiment = Experiment.objects.get(pk=response.json()["id"])
     assert experiment.team == world.team and experiment.status == Status.QUEUED
     assert enqueued == [((experiment.pk, 1), {"queue": "cpu"})]
-    assert experiment.can_view(world.viewer) and not experiment.can_control(world.viewer)
+    assert access.can_view(experiment, world.viewer) and not access.can_control(experiment, world.viewer)
 
 
 def test_it_refuses_to_create_in_a_team_you_only_view(world):

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from rest_framework.authtoken.models import Token
 
 from accounts.models import Invitation, Membership, Team
-from orchestrator.models import Event, Experiment, RoundMetric
+from orchestrator.models import Experiment, LogEntry, RoundMetric
 from tests.accounts.world import make_world
 from tests.dashboard.test_forms import form_data
 from workers.engine.spec import field_help
@@ -136,7 +136,7 @@ def _stored() -> tuple:
         Invitation.objects.values(),
         Experiment.objects.values(),
         RoundMetric.objects.values("experiment_id", "round"),
-        Event.objects.values("experiment_id", "message"),
+        LogEntry.objects.values("experiment_id", "message"),
         Token.objects.values("key", "user_id"),
     ]
     return tuple(json.dumps(list(t.order_by("pk")), sort_keys=True, default=str) for t in tables)

@@ -12,7 +12,8 @@ from orchestrator.leak import leak_check
 from orchestrator.models import Experiment
 from tests import live
 from tests.browser.conftest import ARTIFACTS, log_in, points, start_daphne, trace_xs
-from tests.dashboard.conftest import make_experiment, round_result
+from tests.dashboard.conftest import make_experiment
+from tests.factories import round_result
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration]
 

@@ -4,19 +4,7 @@ import pytest
 
 from orchestrator.models import Experiment, RoundMetric
 from tests.conftest import TINY_SPEC
-
-
-def round_result(n: int, **overrides) -> dict:
-    """A plausible RoundResult for round ``n`` (CPU: no VRAM)."""
-    result = {
-        "round": n, "participants": 4, "completed": 4, "stragglers": 0, "dropped": 0,
-        "train_loss": 2.0 / n, "test_loss": 2.1 / n, "test_accuracy": min(0.99, 0.1 * n),
-        "bytes_down": 4 * 1000, "bytes_up": 4 * 1000, "bytes_formula": 8 * 4 * 1000,
-        "round_seconds": 0.5, "train_seconds": 0.4, "samples": 100, "rss_mb": 500.0, "threads": 4,
-        "vram_allocated_mb": None, "vram_reserved_mb": None, "vram_peak_mb": None, "device": "cpu",
-    }  # fmt: skip
-    result.update(overrides)
-    return result
+from tests.factories import round_result
 
 
 def make_experiment(owner, *, rounds: int = 0, name: str = "tiny", spec: dict | None = None, **fields) -> Experiment:

@@ -142,7 +142,7 @@ def test_it_still_loads_displays_and_saves_an_experiment_stored_before_the_limit
     Experiment.objects.filter(pk=experiment.pk).update(spec=old)  # as stored by an older version
     experiment.refresh_from_db()
 
-    assert experiment.spec_obj().model.hidden == 10**9
+    assert experiment.parsed_spec().model.hidden == 10**9
     experiment.name = "renamed"
     experiment.save()
     assert alice_client.get(f"/experiments/{experiment.pk}/").status_code == 200

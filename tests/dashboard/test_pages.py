@@ -6,9 +6,10 @@ import re
 import pytest
 
 from orchestrator.models import Experiment, Worker
-from orchestrator.views import spec_differences
-from tests.dashboard.conftest import make_experiment, round_result
+from orchestrator.views.compare import spec_differences
+from tests.dashboard.conftest import make_experiment
 from tests.dashboard.test_forms import form_data
+from tests.factories import round_result
 
 pytestmark = pytest.mark.django_db
 
@@ -87,7 +88,7 @@ def test_it_gives_404_for_experiments_of_others(alice_client, other_user):
 def test_it_downloads_rounds_as_csv_and_json(alice_client, user):
     experiment = make_experiment(user, rounds=3)
     response = alice_client.get(f"/experiments/{experiment.pk}/rounds.csv")
-    assert response["Content-Type"] == "text/csv" and "attachment" in response["Content-Disposition"]
+    assert response["Content-Type"] == "text/csv; charset=utf-8" and "attachment" in response["Content-Disposition"]
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert [int(r["round"]) for r in rows] == [1, 2, 3] and float(rows[1]["test_accuracy"]) == 0.2
     body = alice_client.get(f"/experiments/{experiment.pk}/rounds.json").json()

@@ -10,15 +10,13 @@ from orchestrator import events
 from orchestrator.consumers import ExperimentConsumer
 from orchestrator.models import Experiment, RoundMetric
 from tests.conftest import TINY_SPEC
+from tests.factories import round_result
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _metrics(r):
-    return {"round": r, "participants": 4, "completed": 4, "stragglers": 0, "dropped": 0, "train_loss": 1.0 / r,
-            "test_loss": 1.0, "test_accuracy": 0.5, "bytes_down": 1, "bytes_up": 1, "bytes_formula": 2,
-            "round_seconds": 0.1, "train_seconds": 0.1, "samples": 10, "rss_mb": 1.0, "threads": 1,
-            "vram_allocated_mb": None, "vram_reserved_mb": None, "vram_peak_mb": None, "device": "cpu"}  # fmt: skip
+    return round_result(r, train_loss=1.0 / r)
 
 
 def _communicator(experiment, user, after=None):

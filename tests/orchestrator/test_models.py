@@ -1,7 +1,9 @@
 import pytest
 
-from orchestrator.models import Event, Experiment, RoundMetric, Status, Worker
+from orchestrator import access
+from orchestrator.models import Experiment, LogEntry, RoundMetric, Status, Worker
 from tests.conftest import TINY_SPEC
+from tests.factories import round_result
 
 pytestmark = pytest.mark.django_db
 
@@ -16,7 +18,7 @@ def test_it_normalises_and_validates_the_spec(user):
 
     e = Experiment.objects.create(owner=user, name="x", spec={"rounds": 3, "compute": {"device": "cpu"}})
     assert e.spec["local"]["epochs"] == 1  # defaults filled in: what is stored is what runs
-    assert e.total_rounds == 3 and e.spec_obj().rounds == 3
+    assert e.total_rounds == 3 and e.parsed_spec().rounds == 3
     bad = Experiment(owner=user, name="bad", spec={"rounds": -1})
     with pytest.raises(ValidationError, match="rounds"):
         bad.full_clean()
@@ -25,9 +27,9 @@ def test_it_normalises_and_validates_the_spec(user):
 def test_it_lets_only_the_owner_view_and_control(experiment, other_user, django_user_model):
     from django.contrib.auth.models import AnonymousUser
 
-    assert experiment.can_view(experiment.owner) and experiment.can_control(experiment.owner)
-    assert not experiment.can_view(other_user) and not experiment.can_control(other_user)
-    assert not experiment.can_view(AnonymousUser()) and not experiment.can_view(None)
+    assert access.can_view(experiment, experiment.owner) and access.can_control(experiment, experiment.owner)
+    assert not access.can_view(experiment, other_user) and not access.can_control(experiment, other_user)
+    assert not access.can_view(experiment, AnonymousUser()) and not access.can_view(experiment, None)
 
 
 def test_it_starts_a_draft_once_and_enqueues_round_one(experiment, enqueued):
@@ -35,19 +37,19 @@ def test_it_starts_a_draft_once_and_enqueues_round_one(experiment, enqueued):
     assert experiment.status == Status.QUEUED and experiment.queue == "cpu"
     assert not experiment.start()  # already queued
     assert enqueued == [((experiment.pk, 1), {"queue": "cpu"})]
-    assert Event.objects.filter(experiment=experiment, message__contains="Queued").exists()
+    assert LogEntry.objects.filter(experiment=experiment, message__contains="Queued").exists()
 
 
 def test_it_picks_the_queue_from_the_device(user, enqueued):
-    from orchestrator.scheduling import pick_queue
+    from orchestrator.fleet import pick_queue
 
     gpu = Experiment.objects.create(owner=user, name="g", spec={**TINY_SPEC, "compute": {"device": "cuda:0"}})
     gpu.start()
     assert gpu.queue == "gpu" and enqueued[-1][1] == {"queue": "gpu"}
     auto = Experiment.objects.create(owner=user, name="a", spec={**TINY_SPEC, "compute": {"device": "auto"}})
-    assert pick_queue(auto.spec_obj()) == "cpu"  # no live GPU worker
+    assert pick_queue(auto.parsed_spec()) == "cpu"  # no live GPU worker
     Worker.objects.create(hostname="gpu0@box", queue="gpu")
-    assert pick_queue(auto.spec_obj()) == "gpu"
+    assert pick_queue(auto.parsed_spec()) == "gpu"
 
 
 def test_it_pauses_resumes_and_cancels_with_conditional_updates(experiment, enqueued):
@@ -91,10 +93,7 @@ def test_it_hands_a_round_to_another_worker_once_its_holders_lease_runs_out(expe
 
 
 def test_it_stores_one_metric_per_round(experiment):
-    result = {name: 0 for name in ("round", "participants", "completed", "stragglers", "dropped")}
-    result.update(round=1, train_loss=1.0, test_loss=None, test_accuracy=None, bytes_down=1, bytes_up=1,
-                  bytes_formula=2, round_seconds=0.1, train_seconds=0.1, samples=10, rss_mb=1.0, threads=1,
-                  vram_allocated_mb=None, vram_reserved_mb=None, vram_peak_mb=None, device="cpu")  # fmt: skip
+    result = round_result(1, train_loss=1.0, test_loss=None, test_accuracy=None)
     RoundMetric.record(experiment, result)
     RoundMetric.record(experiment, {**result, "train_loss": 9.0})
     assert list(experiment.rounds.values_list("round", "train_loss")) == [(1, 1.0)]

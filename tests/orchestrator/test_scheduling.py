@@ -72,7 +72,7 @@ def test_it_reconciles_a_round_that_was_never_sent(experiment, enqueued):
     assert reconcile() == [(experiment.pk, 2)]
     assert reconcile() == []  # sent now: not again
     assert _sent(enqueued, experiment) == [1, 2]
-    assert experiment.events.filter(level="warning", message="Round 2 was never sent; sent it again").exists()
+    assert experiment.log_entries.filter(level="warning", message="Round 2 was never sent; sent it again").exists()
 
 
 def test_it_leaves_a_round_alone_while_its_holder_renews_the_lease(experiment, enqueued, settings):
@@ -94,7 +94,7 @@ def test_it_hands_back_the_round_of_a_dead_holder_once(experiment, enqueued):
     assert reconcile() == [(experiment.pk, 1)]
     assert reconcile() == []  # the re-sent copy is not re-sent again at once
     assert _sent(enqueued, experiment) == [1, 1]
-    line = experiment.events.get(level="warning").message
+    line = experiment.log_entries.get(level="warning").message
     assert line == "Round 1 was held by w1@host, which stopped answering; sent it again"
     assert execute_round(experiment.pk, 1, worker="w2@host") is not None  # the new copy may claim it
 

@@ -52,9 +52,15 @@ def test_it_parses_sqlite_and_postgres_urls(tmp_path):
         "fed",
         "p@ss",
         "db.local",
-        "5433",
+        5433,
     )
-    assert pg["OPTIONS"] == {"sslmode": "require"}
+    assert pg["OPTIONS"] == {"sslmode": "require"} and pg["CONN_HEALTH_CHECKS"] is True
+
+
+def test_it_keeps_sqlites_concurrency_options_for_a_sqlite_url(tmp_path):
+    config = env.database_config(f"sqlite:///{tmp_path}/x.db", tmp_path)
+    assert config["NAME"] == f"{tmp_path}/x.db" and config["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
+    assert "journal_mode=WAL" in config["OPTIONS"]["init_command"] and config["OPTIONS"]["timeout"] == 30
 
 
 @pytest.mark.parametrize("url", ["mysql://x/y", "postgres://host:5432/", "postgres://host:port/db", "sqlite://"])

@@ -1,14 +1,13 @@
 import pytest
 
 from orchestrator.models import Worker
+from orchestrator.views import health
 
 pytestmark = pytest.mark.django_db
 
 
 def test_it_reports_health_as_json(client, monkeypatch):
-    from orchestrator import views
-
-    monkeypatch.setattr(views, "_check_redis", lambda: "ok")
+    monkeypatch.setattr(health, "_check_redis", lambda: "ok")
     Worker.objects.create(hostname="w1@box", queue="cpu")
     response = client.get("/healthz")
     assert response.status_code == 200

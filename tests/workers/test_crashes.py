@@ -26,7 +26,7 @@ def _reference(spec: dict) -> list[tuple]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as in the workers (OMP_NUM_THREADS=1): the same arithmetic order
     try:
-        sim = Simulation(Experiment(spec=spec).spec_obj())
+        sim = Simulation(Experiment(spec=spec).parsed_spec())
         results = [sim.run_round().to_dict() for _ in range(spec["rounds"])]
     finally:
         torch.set_num_threads(threads)
@@ -75,7 +75,7 @@ def test_it_records_every_round_once_through_ten_random_kills(user, workers, bro
     _finished(e)
     assert list(e.rounds.order_by("round").values_list("round", flat=True)) == list(range(1, 201))
     assert _recorded(e) == _reference(spec)
-    assert e.events.filter(level="warning", message__contains="sent it again").exists()
+    assert e.log_entries.filter(level="warning", message__contains="sent it again").exists()
 
 
 @BROKERS
@@ -92,7 +92,7 @@ def test_it_sends_the_next_round_when_killed_between_recording_and_sending(user,
     _finished(e, timeout=120)
     assert list(e.rounds.order_by("round").values_list("round", flat=True)) == [1, 2, 3, 4, 5, 6]
     assert _recorded(e) == _reference(spec)
-    assert e.events.filter(level="warning", message="Round 4 was never sent; sent it again").exists()
+    assert e.log_entries.filter(level="warning", message="Round 4 was never sent; sent it again").exists()
 
 
 def test_it_hands_a_dead_workers_round_to_a_live_one_within_the_lease(user, workers, settings):

@@ -72,7 +72,7 @@ def test_it_recovers_from_a_worker_killed_during_round_3(user, workers):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as in the worker (OMP_NUM_THREADS=1): same arithmetic order
     try:
-        sim = Simulation(e.spec_obj())
+        sim = Simulation(e.parsed_spec())
         reference = [sim.run_round() for _ in range(10)][-1]
     finally:
         torch.set_num_threads(threads)
@@ -107,4 +107,4 @@ def test_it_cancels_pauses_and_resumes_at_round_boundaries(user, workers):
     _status_becomes(e, [Status.COMPLETED, Status.FAILED])
     assert e.status == Status.COMPLETED, e.error
     assert _rounds(e) == list(range(1, 11))
-    assert e.events.filter(message=f"Resumed at round {paused_at + 1} by alice").exists()
+    assert e.log_entries.filter(message=f"Resumed at round {paused_at + 1} by alice").exists()

@@ -8,7 +8,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from orchestrator import events
-from orchestrator.models import Checkpoint, Event, Experiment, Status
+from orchestrator.models import Checkpoint, Experiment, LogEntry, Status
 from tests.conftest import TINY_SPEC
 from workers import runtime
 from workers.engine.runner import Simulation
@@ -81,7 +81,9 @@ def test_it_rebuilds_from_checkpoints_and_matches_an_uninterrupted_run(user, mon
     got = list(e.rounds.values_list("test_loss", "test_accuracy", "train_loss"))
     want = list(reference.rounds.values_list("test_loss", "test_accuracy", "train_loss"))
     assert got == want
-    assert e.events.filter(message__contains="Rebuilt from the checkpoint of round 2; replaying rounds 3..3").exists()
+    assert e.log_entries.filter(
+        message__contains="Rebuilt from the checkpoint of round 2; replaying rounds 3..3"
+    ).exists()
 
 
 def test_it_keeps_the_cache_bounded(user):
@@ -119,7 +121,7 @@ def test_it_retries_a_round_after_oom_with_half_the_client_group_size(user, monk
     e = _inline(_experiment(user))
     assert e.status == Status.COMPLETED and _rounds(e) == [1, 2, 3, 4, 5]
     assert (3, 64) in calls and (3, 32) in calls
-    line = e.events.get(level="warning")
+    line = e.log_entries.get(level="warning")
     assert line.message == "Out of GPU memory in round 3; retrying with client group size 32"
     reference = _inline(_experiment(user))  # the smaller group gives the same numbers
     assert e.rounds.get(round=5).test_loss == pytest.approx(reference.rounds.get(round=5).test_loss, rel=1e-4)
@@ -131,9 +133,9 @@ def test_it_fails_after_repeated_oom_down_to_group_size_one(user, monkeypatch):
     assert e.status == Status.FAILED and _rounds(e) == [1]
     assert e.error == "Out of GPU memory in round 2, even with client group size 1"
     assert [size for r, size in calls if r == 2] == [64, 32, 16, 8, 4, 2, 1]
-    warnings = list(e.events.filter(level="warning").values_list("message", flat=True))
+    warnings = list(e.log_entries.filter(level="warning").values_list("message", flat=True))
     assert warnings[-1] == "Out of GPU memory in round 2; retrying with client group size 1"
-    assert e.events.filter(level="error", message=e.error).exists()
+    assert e.log_entries.filter(level="error", message=e.error).exists()
 
 
 def test_it_marks_the_experiment_failed_with_a_readable_message(user, monkeypatch):
@@ -144,14 +146,14 @@ def test_it_marks_the_experiment_failed_with_a_readable_message(user, monkeypatc
     e = _inline(_experiment(user))
     assert e.status == Status.FAILED
     assert e.error == "Round 1 failed: ValueError: loss is NaN"
-    assert Event.objects.filter(experiment=e, level="error", message=e.error).exists()
+    assert LogEntry.objects.filter(experiment=e, level="error", message=e.error).exists()
 
 
 def _request_during_round(monkeypatch, round_number, action):
     original = runtime.run_round
 
-    def run_round(experiment, r, report):
-        out = original(experiment, r, report)
+    def run_round(experiment, r, log_line):
+        out = original(experiment, r, log_line)
         if r == round_number:
             getattr(Experiment.objects.get(pk=experiment.pk), action)(by="alice")
         return out

@@ -60,7 +60,7 @@ class Command(BaseCommand):
         )
         self.stdout.write(f"Running '{name}' ({spec.rounds} rounds) inline ...")
         experiment.start(by="demo", enqueue=False)
-        run_inline(experiment, report=lambda level, message: None)
+        run_inline(experiment, log_line=lambda level, message: None)
 
     def _running_demo(self, user):
         preset, changes = RUNNING_DEMO

@@ -36,11 +36,11 @@ class Command(BaseCommand):
             self._wait(experiment)
 
     def _run_inline(self, experiment):
-        from workers.reporting import to_stdout
+        from workers.progress import to_stdout
         from workers.tasks import run_inline
 
         experiment.start(by="run_experiment --inline", enqueue=False)
-        experiment = run_inline(experiment, report=to_stdout(), on_round=self._print_round)
+        experiment = run_inline(experiment, log_line=to_stdout(), on_round=self._print_round)
         self._finish(experiment)
 
     def _print_round(self, metric):

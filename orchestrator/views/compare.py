@@ -1,0 +1,40 @@
+"""The compare page: the chosen experiments' curves on shared axes, and where their specs differ."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from orchestrator.access import get_experiment_for_user
+from orchestrator.rounds import rounds_of
+from orchestrator.views.pages import ids_param
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in d.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def spec_differences(specs: list[dict]) -> list[tuple[str, list]]:
+    """(dotted field, [value per spec]) for every field whose values are not all equal."""
+    flat = [flatten(s) for s in specs]
+    keys = sorted({k for f in flat for k in f})
+    rows = [(k, [f.get(k) for f in flat]) for k in keys]
+    return [(k, values) for k, values in rows if len({json.dumps(v, sort_keys=True) for v in values}) > 1]
+
+
+@login_required
+def experiment_compare(request: HttpRequest) -> HttpResponse:
+    ids = list(dict.fromkeys(ids_param(request.GET.get("ids", ""))))
+    experiments = [get_experiment_for_user(request.user, pk) for pk in ids]
+    series = [{"id": e.pk, "name": e.name, "rounds": rounds_of(e)} for e in experiments]
+    ctx = {"experiments": experiments, "series": series, "differences": spec_differences([e.spec for e in experiments])}
+    return render(request, "orchestrator/experiment_compare.html", ctx)
