@@ -15,7 +15,6 @@ from django.db import connection
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
@@ -29,6 +28,7 @@ from orchestrator.access import (
     scoped,
     visible_ids,
 )
+from orchestrator.charts import compare_charts, dashboard_charts
 from orchestrator.forms import ExperimentForm, spec_initial
 from orchestrator.leak import leak_warnings
 from orchestrator.models import ACTIVE, Experiment, Status, Worker
@@ -212,7 +212,7 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str,
         "experiment": experiment,
         "waiting": waiting_status(experiment.status, experiment.queue, experiment.spec),
         "error": redact(experiment.error, hosts),
-        "rounds": rounds,
+        "charts": dashboard_charts(rounds),
         "last_rounds": table_rows(rounds[-200:]),
         "events": redact_events(events, hosts) if token else events,
         "spec_json": json.dumps(experiment.spec, indent=2),
@@ -230,7 +230,6 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str,
             "started": experiment.started.isoformat() if experiment.started else None,
             "finished": experiment.finished.isoformat() if experiment.finished else None,
             "ws_url": ws_url,
-            "statuses_url": reverse("experiment_statuses") + f"?ids={experiment.pk}",
         },
     }
 
@@ -355,6 +354,7 @@ def experiment_compare(request: HttpRequest) -> HttpResponse:
     experiments = [get_experiment_for_user(request.user, pk) for pk in ids]
     series = [{"id": e.pk, "name": e.name, "rounds": rounds_of(e)} for e in experiments]
     ctx = {"experiments": experiments, "series": series, "differences": spec_differences([e.spec for e in experiments])}
+    ctx["charts"] = compare_charts(series)
     return render(request, "orchestrator/experiment_compare.html", ctx)
 
 

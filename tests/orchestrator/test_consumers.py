@@ -122,6 +122,8 @@ def test_it_streams_workers_to_signed_in_users_only(user):
         ws = WebsocketCommunicator(WorkersConsumer.as_asgi(), "/ws/workers/")
         ws.scope["user"] = user
         await ws.connect()
+        queues = await ws.receive_json_from()
+        assert queues["type"] == "queues" and "cpu" in [q["name"] for q in queues["queues"]]
         snapshot = await ws.receive_json_from()
         assert snapshot["type"] == "worker" and snapshot["hostname"] == "w1@box" and not snapshot["lost"]
         from channels.db import database_sync_to_async
@@ -129,6 +131,10 @@ def test_it_streams_workers_to_signed_in_users_only(user):
         await database_sync_to_async(beat)("w2@box", "gpu")
         live = await ws.receive_json_from(timeout=2)
         assert live["hostname"] == "w2@box" and live["queue"] == "gpu"
+        # The heartbeat brings the queue table too: the Workers page needs no polling.
+        queues = await ws.receive_json_from(timeout=2)
+        gpu = next(q for q in queues["queues"] if q["name"] == "gpu")
+        assert queues["type"] == "queues" and gpu["live_workers"] == 1 and gpu["reason"] == ""
         await ws.disconnect()
 
     async_to_sync(scenario)()
