@@ -118,7 +118,7 @@ def workers_for_viewer(user, payloads: list[WorkerEvent]) -> list[WorkerEvent]:
     visible = visible_ids(user, [p["current_experiment_id"] for p in payloads])
     return [
         p if p["current_experiment_id"] in visible or p["current_experiment_id"] is None
-        else {**p, "current_experiment_id": None}
+        else {**p, "current_experiment_id": None, "current_experiment_name": ""}
         for p in payloads
     ]  # fmt: skip
 

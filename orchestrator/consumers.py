@@ -17,6 +17,7 @@ from django.contrib.auth import get_user_model
 
 from fedweb.inputs import parse_int
 from orchestrator import access, events
+from orchestrator.leak import latest_leak_warnings
 from orchestrator.models import FINISHED, Experiment, RoundMetric, Worker
 from orchestrator.public import host_names, redact
 
@@ -67,8 +68,8 @@ class ExperimentConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
         # and the round handler drops it if the history already contained it.
         await self.join(events.group_name(self.experiment_id), *self.user_groups())
         history, status = await self._history()
-        for metrics in history:
-            await self.round(events.round_event(self.experiment_id, metrics))
+        for event in history:
+            await self.round(event)
         await self.status(status, recheck=False)
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
@@ -97,9 +98,11 @@ class ExperimentConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
         if event["status"] in FINISHED:
             # The run's last rounds may be recorded but their events not yet here (a cancel is
             # published while a round is still training): send them first, from the database.
-            for metrics in await self._rounds_after(self.last_round):
-                await self.round(events.round_event(self.experiment_id, metrics))
+            for round_event in await self._rounds_after(self.last_round):
+                await self.round(round_event)
         self.last_status = key
+        if self.share_token:  # the public link's page names no worker host (orchestrator.public)
+            event = {**event, "worker": "", "error": await self._public_text(event["error"])}
         await self.send_json(event)
 
     async def log(self, event: events.LogEvent):
@@ -133,13 +136,13 @@ class ExperimentConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
         return redact(text, host_names(experiment)) if experiment else text
 
     @database_sync_to_async
-    def _history(self) -> tuple[list[dict], events.StatusEvent]:
+    def _history(self) -> tuple[list[events.RoundEvent], events.StatusEvent]:
         experiment = Experiment.objects.get(pk=self.experiment_id)
-        return _rounds(self.experiment_id, self.last_round), events.status_event(experiment)
+        return _round_events(self.experiment_id, self.last_round), events.status_event(experiment)
 
     @database_sync_to_async
-    def _rounds_after(self, after: int) -> list[dict]:
-        return _rounds(self.experiment_id, after)
+    def _rounds_after(self, after: int) -> list[events.RoundEvent]:
+        return _round_events(self.experiment_id, after)
 
 
 class WorkersConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
@@ -157,7 +160,9 @@ class WorkersConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
             return
         self.allowed = True
         await self.join(events.WORKERS_GROUP, *self.user_groups())
-        for payload in await self._current():
+        workers, queues = await self._current()
+        await self.send_json(queues)
+        for payload in workers:
             await self.send_json(payload)
 
     async def access(self, event: events.AccessEvent):
@@ -176,9 +181,14 @@ class WorkersConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
         if self.allowed:
             await self.send_json(await self._for_viewer([event]))
 
+    async def queues(self, event: events.QueuesEvent):
+        if self.allowed:  # queue names and counts: the same for every signed-in viewer
+            await self.send_json(event)
+
     @database_sync_to_async
-    def _current(self) -> list[events.WorkerEvent]:
-        return access.workers_for_viewer(self.scope["user"], [events.worker_event(w) for w in Worker.objects.all()])
+    def _current(self) -> tuple[list[events.WorkerEvent], events.QueuesEvent]:
+        workers = [events.worker_event(w) for w in Worker.objects.select_related("current_experiment")]
+        return access.workers_for_viewer(self.scope["user"], workers), events.queues_event()
 
     @database_sync_to_async
     def _for_viewer(self, payloads: list[events.WorkerEvent]) -> events.WorkerEvent:
@@ -193,9 +203,13 @@ def _current_user(scope):
     return get_user_model().objects.filter(pk=user.pk, is_active=True).first()
 
 
-def _rounds(experiment_id: int, after: int) -> list[dict]:
+def _round_events(experiment_id: int, after: int) -> list[events.RoundEvent]:
+    """Round events for the rounds after ``after``; the newest carries the leak verdict."""
     rows = RoundMetric.objects.filter(experiment_id=experiment_id, round__gt=after).order_by("round")
-    return [row.to_result_dict() for row in rows]
+    out = [events.round_event(experiment_id, row.to_result_dict()) for row in rows]
+    if out:
+        out[-1]["leak_warnings"] = latest_leak_warnings(experiment_id)
+    return out
 
 
 def _query(scope, name: str, default: str = "") -> str:

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Literal, TypedDict
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import transaction
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,9 @@ class RoundEvent(TypedDict):
     experiment_id: int
     round: int
     metrics: dict  # every RoundResult field
+    # The memory-leak verdict after this round (orchestrator.leak), so the page keeps no copy of the
+    # heuristic; None on history replayed before the newest round (the page keeps its badge).
+    leak_warnings: list[str] | None
 
 
 class StatusEvent(TypedDict):
@@ -37,6 +42,12 @@ class StatusEvent(TypedDict):
     current_round: int
     total_rounds: int
     error: str
+    # What the status line shows, so the page needs no other request after a status change.
+    # ``worker`` is "" on the public link's socket (it names no worker host: orchestrator.public).
+    started: str | None
+    finished: str | None
+    worker: str
+    waiting: dict | None  # orchestrator.queues.waiting_status: why no worker takes the run yet
     # Terminal status and no round still being trained: nothing more will come, the page may close.
     # A cancel is published while the last round may still be running; its round event comes later.
     final: bool
@@ -57,8 +68,17 @@ class WorkerEvent(TypedDict):
     devices: list
     last_heartbeat: str
     current_experiment_id: int | None  # None also when the viewer may not read that experiment
+    current_experiment_name: str  # "" likewise
     busy: bool
     lost: bool
+    lost_at: str  # when it counts as lost if no heartbeat comes: the page marks it then by itself
+
+
+class QueuesEvent(TypedDict):
+    """The queue table of the Workers page (``QueueState.to_dict()`` each): names and counts only."""
+
+    type: Literal["queues"]
+    queues: list[dict]
 
 
 class AccessEvent(TypedDict):
@@ -76,11 +96,23 @@ def user_group_name(user_id: int) -> str:
     return f"user-{user_id}"
 
 
-def round_event(experiment_id: int, metrics: dict) -> RoundEvent:
-    return {"type": "round", "experiment_id": experiment_id, "round": metrics["round"], "metrics": metrics}
+def round_event(experiment_id: int, metrics: dict, leak_warnings: list[str] | None = None) -> RoundEvent:
+    return {
+        "type": "round",
+        "experiment_id": experiment_id,
+        "round": metrics["round"],
+        "metrics": metrics,
+        "leak_warnings": leak_warnings,
+    }
+
+
+def _iso(moment) -> str | None:
+    return moment.isoformat() if moment else None
 
 
 def status_event(experiment) -> StatusEvent:
+    from orchestrator.queues import waiting_status
+
     return {
         "type": "status",
         "experiment_id": experiment.pk,
@@ -88,6 +120,10 @@ def status_event(experiment) -> StatusEvent:
         "current_round": experiment.current_round,
         "total_rounds": experiment.total_rounds,
         "error": experiment.error,
+        "started": _iso(experiment.started),
+        "finished": _iso(experiment.finished),
+        "worker": experiment.worker,
+        "waiting": waiting_status(experiment.status, experiment.queue, experiment.spec),
         "final": experiment.is_settled,
     }
 
@@ -110,13 +146,17 @@ def worker_event(worker) -> WorkerEvent:
         "devices": worker.devices,
         "last_heartbeat": worker.last_heartbeat.isoformat(),
         "current_experiment_id": worker.current_experiment_id,
+        "current_experiment_name": worker.current_experiment.name if worker.current_experiment_id else "",
         "busy": worker.current_experiment_id is not None,
         "lost": worker.is_lost,
+        "lost_at": (worker.last_heartbeat + timedelta(seconds=settings.WORKER_LOST_AFTER)).isoformat(),
     }
 
 
 def publish_round(experiment_id: int, metrics: dict) -> None:
-    _send(group_name(experiment_id), round_event(experiment_id, metrics))
+    from orchestrator.leak import latest_leak_warnings
+
+    _send(group_name(experiment_id), round_event(experiment_id, metrics, latest_leak_warnings(experiment_id)))
 
 
 def publish_status(experiment) -> None:
@@ -129,6 +169,18 @@ def publish_log(event) -> None:
 
 def publish_worker(worker) -> None:
     _send(WORKERS_GROUP, worker_event(worker))
+
+
+def queues_event() -> QueuesEvent:
+    from orchestrator.queues import queue_states
+
+    return {"type": "queues", "queues": [q.to_dict() for q in queue_states(broker=True)]}
+
+
+def publish_queues() -> None:
+    """The queue table as it stands (sent with each heartbeat: workers come and go, runs queue and
+    finish, and the broker's counts change with no other event to say so)."""
+    _send(WORKERS_GROUP, queues_event())
 
 
 def publish_access_changed(*, experiment_ids: Iterable[int] = (), user_ids: Iterable[int] = ()) -> None:

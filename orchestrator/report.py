@@ -10,6 +10,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
+from orchestrator.charts import dashboard_charts
 from orchestrator.leak import leak_warnings
 from orchestrator.models import Experiment
 from orchestrator.public import host_names, redact, redact_events
@@ -36,7 +37,7 @@ def render_report(experiment: Experiment, *, public: bool = False) -> str:
     accuracies = [r["test_accuracy"] for r in rounds if r["test_accuracy"] is not None]
     ctx = {
         "experiment": experiment,
-        "rounds": rounds,
+        "charts": dashboard_charts(rounds),
         "last_rounds": table_rows(rounds),
         "table_columns": table_columns(),
         "totals": totals,

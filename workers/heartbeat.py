@@ -75,6 +75,7 @@ def beat(hostname: str, queues: str):
     # (OOM-killed) stops renewing at once, and so does a worker restarted under the same name.
     scheduling.renew_leases(hostname, _live_pids())
     events.publish_worker(worker)
+    events.publish_queues()  # the Workers page's queue table has no other event
     scheduling.reconcile()
     return worker
 

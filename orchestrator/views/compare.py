@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from orchestrator.access import get_experiment_for_user
+from orchestrator.charts import compare_charts
 from orchestrator.rounds import rounds_of
 from orchestrator.views.pages import ids_param
 
@@ -37,4 +38,5 @@ def experiment_compare(request: HttpRequest) -> HttpResponse:
     experiments = [get_experiment_for_user(request.user, pk) for pk in ids]
     series = [{"id": e.pk, "name": e.name, "rounds": rounds_of(e)} for e in experiments]
     ctx = {"experiments": experiments, "series": series, "differences": spec_differences([e.spec for e in experiments])}
+    ctx["charts"] = compare_charts(series)
     return render(request, "orchestrator/experiment_compare.html", ctx)

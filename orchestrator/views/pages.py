@@ -13,11 +13,11 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
 
 from fedweb.inputs import parse_int
 from orchestrator import access
 from orchestrator.access import experiments_visible_to, get_experiment_for_token, get_experiment_for_user, scoped
+from orchestrator.charts import dashboard_charts
 from orchestrator.forms import ExperimentForm, spec_initial
 from orchestrator.leak import leak_warnings
 from orchestrator.models import ACTIVE, Experiment, Status
@@ -147,7 +147,7 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str,
         "experiment": experiment,
         "waiting": waiting_status(experiment.status, experiment.queue, experiment.spec),
         "error": redact(experiment.error, hosts),
-        "rounds": rounds,
+        "charts": dashboard_charts(rounds),
         "last_rounds": table_rows(rounds[-200:]),
         "table_columns": table_columns(),
         "events": redact_events(events, hosts) if token else events,
@@ -166,7 +166,6 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str,
             "started": experiment.started.isoformat() if experiment.started else None,
             "finished": experiment.finished.isoformat() if experiment.finished else None,
             "ws_url": ws_url,
-            "statuses_url": reverse("experiment_statuses") + f"?ids={experiment.pk}",
             "table_columns": table_columns(),
         },
     }

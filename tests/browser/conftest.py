@@ -67,6 +67,12 @@ def trace_xs(page, chart_id: str) -> list[list[int]]:
     return page.evaluate(f"() => (document.getElementById('{chart_id}').data || []).map(t => Array.from(t.x))")
 
 
+def drawn(page, chart_id: str) -> list[tuple[str, bool, list, list]]:
+    """(name, visible, x, y) of every plotly trace drawn in ``chart_id``."""
+    script = "(id) => document.getElementById(id).data.map(t => [t.name, t.visible, Array.from(t.x), Array.from(t.y)])"
+    return [tuple(t) for t in page.evaluate(script, chart_id)]
+
+
 def points(page, chart_id: str) -> int:
     return page.evaluate(f"() => ((document.getElementById('{chart_id}').data || [])[0] || {{x: []}}).x.length")
 

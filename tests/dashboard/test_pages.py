@@ -51,8 +51,10 @@ def test_it_renders_the_history_into_the_dashboard(alice_client, user):
     experiment.log("info", "hello from the log")
     response = alice_client.get(f"/experiments/{experiment.pk}/")
     html = response.content.decode()
-    rounds = json.loads(re.search(r'<script id="rounds-data" type="application/json">(.*?)</script>', html).group(1))
-    assert [r["round"] for r in rounds] == [1, 2, 3] and rounds[0] == round_result(1)
+    charts = _script_json(html, "charts-data")
+    loss = charts["figures"]["chart-loss"]["data"]
+    assert [t["name"] for t in loss] == ["train loss", "test loss"] and loss[0]["x"] == [1, 2, 3]
+    assert loss[0]["y"] == [round_result(n)["train_loss"] for n in (1, 2, 3)]
     page = json.loads(re.search(r'<script id="page-data" type="application/json">(.*?)</script>', html).group(1))
     assert page["ws_url"] == f"/ws/experiments/{experiment.pk}/" and page["total_rounds"] == 5
     assert "hello from the log" in html and "&quot;seed&quot;: 3" in html  # event log and pretty spec
@@ -102,8 +104,8 @@ def test_it_builds_a_self_contained_report(alice_client, user):
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", outside_scripts)
     assert not re.search(r"<script[^>]+src=", html) and not re.search(r"<link[^>]+stylesheet", html)
     assert "plotly.js v" in html and "FedWebDashboard" in html  # plotly and the chart code inline
-    rounds = json.loads(re.search(r'<script id="rounds-data" type="application/json">(.*?)</script>', html).group(1))
-    assert len(rounds) == 4
+    accuracy = _script_json(html, "charts-data")["figures"]["chart-accuracy"]["data"]
+    assert accuracy[0]["x"] == [1, 2, 3, 4]  # the dashboard's figures, drawn by the same inlined script
     scripts = re.findall(r"<script>(.*?)</script>", html, flags=re.S)
     assert len(scripts) == 2 and all("</" not in s for s in scripts)  # nothing closes a script early
 
@@ -124,7 +126,9 @@ def test_it_compares_experiments_and_lists_differing_fields(alice_client, user, 
     response = alice_client.get(f"/compare/?ids={a.pk},{b.pk}")
     assert dict(response.context["differences"]) == {"data.alpha": [0.1, 0.9], "local.lr": [0.05, 0.1]}
     html = response.content.decode()
-    assert "<code>data.alpha</code>" in html and 'id="series-data"' in html
+    assert "<code>data.alpha</code>" in html
+    accuracy = _script_json(html, "charts-data")["figures"]["cmp-accuracy"]["data"]
+    assert [(t["name"], t["x"]) for t in accuracy] == [(f"a #{a.pk}", [1, 2]), (f"b #{b.pk}", [1, 2, 3])]
     series = response.context["series"]
     assert [len(s["rounds"]) for s in series] == [2, 3]
     theirs = make_experiment(other_user)
@@ -216,3 +220,7 @@ def test_it_lists_workers_with_their_gpus(alice_client, user, other_user):
     body = alice_client.get("/workers.json").json()
     assert body["workers"][0]["busy"] and body["workers"][0]["current_experiment"] is None
     assert body["workers"][0]["lost"] is False
+
+
+def _script_json(html: str, element_id: str):
+    return json.loads(re.search(rf'<script id="{element_id}" type="application/json">(.*?)</script>', html).group(1))

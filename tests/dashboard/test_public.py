@@ -73,6 +73,28 @@ def test_it_redacts_live_log_lines_on_a_public_link_socket(public_run):
     assert async_to_sync(scenario)()["message"] == "Running round 4 on a worker"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_it_sends_status_events_without_the_worker_on_a_public_link_socket(public_run):
+    async def statuses(path: str, user) -> list[dict]:
+        ws = WebsocketCommunicator(ExperimentConsumer.as_asgi(), path)
+        ws.scope["user"] = user
+        ws.scope["url_route"] = {"kwargs": {"experiment_id": public_run.pk}}
+        assert (await ws.connect())[0]
+        received = []
+        while not await ws.receive_nothing(timeout=0.2):
+            received.append(await ws.receive_json_from())
+        await ws.disconnect()
+        return [m for m in received if m["type"] == "status"]
+
+    public = async_to_sync(statuses)(
+        f"/ws/experiments/{public_run.pk}/?token={public_run.share_token}", AnonymousUser()
+    )
+    owner = async_to_sync(statuses)(f"/ws/experiments/{public_run.pk}/", public_run.owner)
+    assert owner[0]["worker"] == HOST and MACHINE in owner[0]["error"]  # what the status line shows
+    assert public[0]["worker"] == "" and public[0]["error"] == "Round 3 failed: a worker ran out of memory"
+    assert public[0]["status"] == "failed" and public[0]["finished"] == owner[0]["finished"]
+
+
 def test_it_replaces_whole_host_names_only_and_never_rewrites_its_own_replacement():
     names = ["gpu0@box7", "box7"]
     assert redact("Running round 3 on gpu0@box7.", names) == "Running round 3 on a worker."

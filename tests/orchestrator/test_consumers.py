@@ -51,6 +51,9 @@ def test_it_sends_history_after_n_then_status_then_only_new_rounds(experiment, u
         first = await _drain(ws)
         assert [(m["type"], m.get("round")) for m in first] == [("round", 2), ("round", 3), ("status", None)]
         assert first[0]["metrics"] == _metrics(2)
+        # The newest round carries the server's leak verdict for the badge; older replayed ones don't.
+        assert (first[0]["leak_warnings"], first[1]["leak_warnings"]) == (None, [])
+        assert {"started", "finished", "worker", "waiting"} <= set(first[2])  # what the status line shows
         layer = events.get_channel_layer()
         group = events.group_name(experiment.pk)
         # a late duplicate of round 3 (published before the history was read) is dropped
@@ -120,6 +123,8 @@ def test_it_streams_workers_to_signed_in_users_only(user):
         ws = WebsocketCommunicator(WorkersConsumer.as_asgi(), "/ws/workers/")
         ws.scope["user"] = user
         await ws.connect()
+        queues = await ws.receive_json_from()
+        assert queues["type"] == "queues" and "cpu" in [q["name"] for q in queues["queues"]]
         snapshot = await ws.receive_json_from()
         assert snapshot["type"] == "worker" and snapshot["hostname"] == "w1@box" and not snapshot["lost"]
         from channels.db import database_sync_to_async
@@ -127,6 +132,10 @@ def test_it_streams_workers_to_signed_in_users_only(user):
         await database_sync_to_async(beat)("w2@box", "gpu")
         live = await ws.receive_json_from(timeout=2)
         assert live["hostname"] == "w2@box" and live["queue"] == "gpu"
+        # The heartbeat brings the queue table too: the Workers page needs no polling.
+        queues = await ws.receive_json_from(timeout=2)
+        gpu = next(q for q in queues["queues"] if q["name"] == "gpu")
+        assert queues["type"] == "queues" and gpu["live_workers"] == 1 and gpu["reason"] == ""
         await ws.disconnect()
 
     async_to_sync(scenario)()

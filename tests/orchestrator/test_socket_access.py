@@ -162,6 +162,7 @@ async def _workers_socket(user) -> WebsocketCommunicator:
     ws = WebsocketCommunicator(WorkersConsumer.as_asgi(), "/ws/workers/")
     ws.scope["user"] = user
     assert (await ws.connect())[0]
+    assert (await ws.receive_json_from(timeout=2))["type"] == "queues"  # the queue table comes first
     return ws
 
 
@@ -177,10 +178,12 @@ def test_it_shows_a_workers_experiment_only_to_viewers_who_may_read_it(world):
             worker = await sync_to_async(Worker.objects.get)(hostname="w1@box")
             await sync_to_async(events.publish_worker)(worker)  # a heartbeat, live
             live = await ws.receive_json_from(timeout=2)
-            seen[name] = [(m["current_experiment_id"], m["busy"]) for m in (snapshot, live)]
+            seen[name] = [
+                (m["current_experiment_id"], m["current_experiment_name"], m["busy"]) for m in (snapshot, live)
+            ]
             await ws.disconnect()
-        assert seen["viewer"] == [(world.experiment.pk, True)] * 2
-        assert seen["other"] == [(None, True)] * 2  # busy, but not with anything this user may read
+        assert seen["viewer"] == [(world.experiment.pk, world.experiment.name, True)] * 2
+        assert seen["other"] == [(None, "", True)] * 2  # busy, but not with anything this user may read
 
     async_to_sync(scenario)()
 

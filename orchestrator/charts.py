@@ -1,0 +1,203 @@
+"""The charts of a run, defined once: the live dashboard, the compare page and the offline report
+all draw the figures built here with ``plotly.graph_objects``.
+
+Each trace carries, in its ``meta``, the recipe that reads its y value from a ``RoundResult``
+(``Series``). The server builds a page's figures from the rounds in the database; the page's
+script only draws them and, as rounds arrive on the WebSocket, appends each round's point by
+reading the same recipe (``static/js/experiment_detail.js``, ``appendRounds``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+MB = 1e-6  # bytes -> MB
+PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#db2777", "#4b5563"]
+GRID = "#eef0f3"
+
+
+@dataclass(frozen=True)
+class Series:
+    """How a trace reads one round: the sum of ``keys`` (None if any is missing), divided by ``per``
+    (None unless it is > 0), times ``scale``; with ``cumulative``, added to the previous point."""
+
+    keys: tuple[str, ...]
+    scale: float = 1.0
+    per: str = ""
+    cumulative: bool = False
+
+    def value(self, result: dict) -> float | None:
+        values = [result.get(key) for key in self.keys]
+        if any(v is None for v in values):
+            return None
+        total = float(sum(values))
+        if self.per:
+            divisor = result.get(self.per)
+            if not divisor or divisor <= 0:
+                return None
+            total /= divisor
+        return total * self.scale
+
+    def points(self, rounds: list[dict]) -> tuple[list[int], list[float]]:
+        """One point per round that has a value (evaluation may skip rounds)."""
+        xs, ys, running = [], [], 0.0
+        for result in rounds:
+            y = self.value(result)
+            if y is None:
+                continue
+            running = running + y if self.cumulative else y
+            xs.append(result["round"])
+            ys.append(running)
+        return xs, ys
+
+    def meta(self) -> dict:
+        return {"keys": list(self.keys), "scale": self.scale, "per": self.per, "cumulative": self.cumulative}
+
+
+@dataclass(frozen=True)
+class Trace:
+    name: str
+    series: Series
+    color: str
+    kind: str = "line"  # "line" (lines and markers), "plain" (lines only) or "bar"
+    dash: str = "solid"
+    right_axis: bool = False
+    compare: str = ""  # on the compare page, once per experiment: "solid" (named in the legend) or "dot"
+
+
+@dataclass(frozen=True)
+class Chart:
+    id: str
+    title: str
+    y_title: str
+    traces: tuple[Trace, ...]
+    compare_title: str = ""
+    y2_title: str = ""
+    y_range: tuple[float, float] | None = None
+    barmode: str = ""
+
+
+def _mb(*keys: str, cumulative: bool = False) -> Series:
+    return Series(keys, scale=MB, cumulative=cumulative)
+
+
+CHARTS: tuple[Chart, ...] = (
+    Chart("loss", "Loss", "loss", (
+        Trace("train loss", Series(("train_loss",)), "#2563eb", compare="dot"),
+        Trace("test loss", Series(("test_loss",)), "#dc2626", compare="solid"),
+    ), compare_title="Test loss (solid) and train loss (dotted)"),
+    Chart("accuracy", "Test accuracy", "accuracy", (
+        Trace("test accuracy", Series(("test_accuracy",)), "#16a34a", compare="solid"),
+    ), compare_title="Test accuracy", y_range=(0.0, 1.0)),
+    Chart("memory", "Memory per round", "MB", (
+        Trace("host RSS", Series(("rss_mb",)), "#0891b2", compare="solid"),
+        Trace("VRAM allocated", Series(("vram_allocated_mb",)), "#7c3aed"),
+        Trace("VRAM reserved", Series(("vram_reserved_mb",)), "#a78bfa", dash="dot"),
+        Trace("VRAM peak", Series(("vram_peak_mb",)), "#db2777", compare="dot"),
+    ), compare_title="Memory: host RSS (solid) and VRAM peak (dotted)"),
+    Chart("bandwidth", "Bandwidth", "MB per round (bars, dashed)", (
+        Trace("up", _mb("bytes_up"), "#ea580c", kind="bar"),
+        Trace("down", _mb("bytes_down"), "#2563eb", kind="bar"),
+        Trace("fp32 formula", _mb("bytes_formula"), "#6b7280", kind="plain", dash="dash"),
+        Trace("Σ measured", _mb("bytes_up", "bytes_down", cumulative=True), "#111827", kind="plain",
+              right_axis=True, compare="solid"),
+        Trace("Σ formula", _mb("bytes_formula", cumulative=True), "#6b7280", kind="plain", dash="dot",
+              right_axis=True),
+    ), compare_title="Cumulative bandwidth, up + down", y2_title="MB since round 1 (Σ)", barmode="group"),
+    Chart("time", "Round time and throughput", "seconds", (
+        Trace("round seconds", Series(("round_seconds",)), "#0f766e", compare="solid"),
+        Trace("clients / s", Series(("completed",), per="round_seconds"), "#9333ea", right_axis=True),
+    ), compare_title="Round time (seconds)", y2_title="clients / s"),
+)  # fmt: skip
+
+
+def _trace(trace: Trace, rounds: list[dict], **style) -> go.BaseTraceType:
+    xs, ys = trace.series.points(rounds)
+    common = {
+        "name": style.pop("name", trace.name),
+        "x": xs,
+        "y": ys,
+        "meta": trace.series.meta(),
+        # A trace with no point yet stays out of the legend (VRAM on a CPU run); the page shows it
+        # once a round gives it one.
+        "visible": bool(xs),
+        "yaxis": "y2" if style.pop("right_axis", trace.right_axis) else "y",
+    }
+    color, dash = style.pop("color", trace.color), style.pop("dash", trace.dash)
+    if trace.kind == "bar":
+        return go.Bar(marker={"color": color}, **common, **style)
+    mode = "lines+markers" if trace.kind == "line" else "lines"
+    return go.Scatter(mode=mode, line={"color": color, "width": 2, "dash": dash}, marker={"size": 5}, **common, **style)
+
+
+def _layout(chart: Chart, *, y_title: str, right_axis: bool) -> dict:
+    yaxis = {"title": {"text": y_title}, "gridcolor": GRID, "rangemode": "tozero"}
+    if chart.y_range:
+        yaxis["range"] = list(chart.y_range)
+    layout = {
+        "margin": {"l": 56, "r": 56 if right_axis else 20, "t": 34, "b": 40},
+        "hovermode": "x unified",
+        "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
+        "font": {"size": 12},
+        "xaxis": {"title": {"text": "round"}, "rangemode": "tozero", "gridcolor": GRID},
+        "yaxis": yaxis,
+        "paper_bgcolor": "#fff",
+        "plot_bgcolor": "#fff",
+    }
+    if right_axis:
+        y2 = {"title": {"text": chart.y2_title}, "overlaying": "y", "side": "right", "rangemode": "tozero"}
+        layout["yaxis2"] = {**y2, "showgrid": False}
+    if chart.barmode:
+        layout["barmode"] = chart.barmode
+    return layout
+
+
+def _figure_json(traces: list, layout: dict) -> dict:
+    figure = json.loads(go.Figure(data=traces, layout=layout).to_json())
+    figure["layout"].pop("template", None)  # plotly.js's own defaults, as the pages always had
+    return figure
+
+
+def dashboard_figure(chart: Chart, rounds: list[dict]) -> dict:
+    """``{"data", "layout"}`` of one dashboard chart for a run's rounds (``RoundResult`` dicts)."""
+    traces = [_trace(t, rounds) for t in chart.traces]
+    return _figure_json(traces, _layout(chart, y_title=chart.y_title, right_axis=bool(chart.y2_title)))
+
+
+def compare_figure(chart: Chart, series: list[dict]) -> dict:
+    """One chart with the compare traces of each experiment of ``series`` (``{"id", "name", "rounds"}``),
+    one colour per experiment; every trace on the left axis (there is one quantity per chart)."""
+    picked = [t for t in chart.traces if t.compare]
+    traces = []
+    for i, s in enumerate(series):
+        for t in picked:
+            style = {"name": f"{s['name']} #{s['id']}", "legendgroup": str(s["id"]), "right_axis": False}
+            style.update(color=PALETTE[i % len(PALETTE)], dash=t.compare, showlegend=t.compare == "solid")
+            traces.append(_trace(t, s["rounds"], **style))
+    main = next(t for t in picked if t.compare == "solid")
+    y_title = chart.y2_title if main.right_axis else chart.y_title
+    return _figure_json(traces, _layout(chart, y_title=y_title, right_axis=False))
+
+
+def dashboard_charts(rounds: list[dict]) -> dict:
+    """What the dashboard and the report need to draw and extend their charts (the
+    ``charts-data`` script): each chart's figure, and the progress the ETA is computed from."""
+    return {
+        "panels": [{"id": f"chart-{c.id}", "title": c.title, "memory": c.id == "memory"} for c in CHARTS],
+        "figures": {f"chart-{c.id}": dashboard_figure(c, rounds) for c in CHARTS},
+        "last_round": rounds[-1]["round"] if rounds else 0,
+        "rounds": len(rounds),
+        "round_seconds": sum(r["round_seconds"] or 0.0 for r in rounds),
+    }
+
+
+def compare_charts(series: list[dict]) -> dict:
+    """The compare page's figures: the same charts, one colour per experiment."""
+    charts = [c for c in CHARTS if any(t.compare for t in c.traces)]
+    return {
+        "panels": [{"id": f"cmp-{c.id}", "title": c.compare_title} for c in charts],
+        "figures": {f"cmp-{c.id}": compare_figure(c, series) for c in charts},
+    }
