@@ -61,6 +61,8 @@ class Job:
     durations: tuple[float, ...]  # seconds of each round when it runs alone on a device
     peak_mem_mb: float
     demand: float  # fraction of a device's compute one round uses alone (packing model, assumed)
+    base: str = ""  # the measured workload it was drawn from
+    size: float = 1.0  # its size multiplier over that workload
 
     @property
     def work(self) -> float:
@@ -91,6 +93,8 @@ def generate(scale: Scale, measured: list[Measured], seed: int) -> list[Job]:
                 "durations": tuple(float(x) for x in base.mean_seconds * size * jitter),
                 "peak_mem_mb": base.footprint_mb * size * mem_scale,
                 "demand": float(min(1.0, 0.2 + 0.8 * math.sqrt(size / scale.size_max))),
+                "base": base.base,
+                "size": size,
             }
         )
     total_work = sum(sum(d["durations"]) for d in drafts)
