@@ -1,4 +1,4 @@
-"""``python -m benchmarks NAME [--size small|full] [--device D] [--precision P]``.
+"""``python -m benchmarks NAME [--size small|full] [--device D] [--precision P] [--real]``.
 
 Runs one benchmark (or ``all``), writes ``benchmarks/results/<name>-<size>-<devicekind>.json``
 (``$FEDWEB_BENCH_RESULTS`` overrides the folder) and prints a table row per benchmark.
@@ -11,7 +11,15 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks import engine_overhead, flute_femnist, memory_varying, pfl_cifar10, tff_accelerators, vs_plain
+from benchmarks import (
+    engine_overhead,
+    flute_femnist,
+    memory_varying,
+    pfl_cifar10,
+    scheduling,
+    tff_accelerators,
+    vs_plain,
+)
 from benchmarks.common import TABLE_HEADER, Options, table_row, write_result
 
 BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
@@ -21,6 +29,7 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "memory_varying": memory_varying.run,
     "vs_plain": vs_plain.run,
     "engine_overhead": engine_overhead.run,
+    "scheduling": scheduling.run,
 }
 
 
@@ -30,8 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", choices=("small", "full"), default="small")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or cuda:all")
     parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
+    parser.add_argument("--real", action="store_true", help="scheduling only: run against a live FedWeb")
     args = parser.parse_args(argv)
-    opts = Options(size=args.size, device=args.device, precision=args.precision)
+    opts = Options(size=args.size, device=args.device, precision=args.precision, real=args.real)
     names = list(BENCHMARKS) if args.name == "all" else [args.name]
     print(TABLE_HEADER, flush=True)
     for name in names:

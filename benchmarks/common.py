@@ -39,6 +39,7 @@ class Options:
     size: str = "small"  # small | full
     device: str = "auto"
     precision: str = "fp32"
+    real: bool = False  # scheduling: run the small trace against a live FedWeb instead of simulating
 
 
 @dataclass

@@ -1,0 +1,147 @@
+"""Scheduling policies on a shared fleet (issue 10, after Salus): ``python -m benchmarks scheduling``.
+
+Checks Salus's claim that shortest-remaining-time-first and packing cut mean completion time substantially
+against FIFO. Every policy of ``orchestrator.policies`` runs the same seeded trace; per policy it reports
+mean and p95 completion time (submit -> finish), makespan, worker utilisation and Jain's fairness index.
+
+How the trace is built (``sched_sim.generate``, seed 0):
+
+1. **Measured rounds.** Two real engine workloads are run on this machine, each in a fresh subprocess
+   (``workers.engine.runner.Simulation``, CPU): the ``quickstart`` preset (digits, CNN, 10 clients of 100)
+   for 4 rounds and the test suite's tiny spec (digits 8x8, MLP, 4 clients of 20) for 6 rounds. For each:
+   mean seconds per round and its coefficient of variation (after one warm-up round), and the memory
+   footprint = peak RSS during its rounds minus the process's RSS just before the Simulation was built.
+2. **Scaling into a distribution.** Each experiment picks one measured workload at random and a size
+   multiplier ``k`` log-uniform in ``[1, size_max]`` (6 small, 40 full): its round takes ``k x`` the measured
+   mean, each round jittered by ``N(1, cv)`` with the measured cv; its peak memory is ``k x footprint x s``,
+   with ``s`` chosen so that the largest possible experiment uses 70% of a device (2 GiB budget small, an
+   H100's 80 GiB full). Rounds per experiment are log-uniform in [2, 16] (small) or [5, 120] (full).
+3. **Owners and arrivals.** Owners are Zipf-distributed over 5 (small) or 40 (full) users; two of every
+   three users are in a team, whose share key then counts for ``fair``. Priority is 0 (60%), 1 or 2.
+   Arrivals are Poisson, with the window set so offered load = 120% of the fleet (a contended fleet, as in Salus).
+
+The simulation (``sched_sim.simulate``) is a discrete-event fleet of N devices (2 small, 64 full), each
+running one round at a time, decided at round boundaries with ``orchestrator.policies.order`` (idle devices
+first); under ``pack`` a busy device takes a second round (``FEDWEB_PACK_SLOTS`` = 2) when
+``orchestrator.policies.pack_fits`` says so (10% margin; unknown memory runs alone). What packing costs in
+speed is **assumed, not measured**: a round uses a fraction ``0.2 + 0.8 sqrt(k / size_max)`` of a device's
+compute alone, and rounds packed on one device share it (processor sharing: all run at full speed while
+their fractions sum to <= 1, else each slows by that sum). The age boost is the default 600 s; srtf's probe
+estimate for an unmeasured experiment is the cheaper measured workload's mean round.
+
+Metrics: utilisation = device-seconds with a round in flight / (devices x makespan); ``work/dev`` = alone-speed
+round-seconds done per device-second (above utilisation only when packing overlaps rounds); fairness =
+Jain's index of the per-share-key allocation (rounds in flight) among share keys that have a round waiting,
+averaged over the time at least two such keys compete (1 = they hold equal numbers of devices).
+
+``--real`` runs the small trace against a running FedWeb instead (see ``sched_real.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import Options
+from benchmarks.sched_sim import SCALES, Job, Measured, Scale, generate, simulate, summarise
+from orchestrator.policies import POLICIES
+
+SEED = 0
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {
+    "seed": 3,
+    "rounds": 6,
+    "data": {"dataset": "digits", "num_clients": 20, "image_size": 8},
+    "model": {"name": "mlp", "hidden": 32},
+    "participation": {"clients_per_round": 4},
+    "compute": {"device": "cpu"},
+}
+_MEASURE = """
+import json, sys, psutil
+from workers.engine.presets import preset_spec
+from workers.engine.runner import Simulation
+from workers.engine.spec import Spec
+base, tiny = sys.argv[1], json.loads(sys.argv[2])
+spec = preset_spec("quickstart").replace(rounds=4, compute={"device": "cpu"}) if base == "quickstart" else Spec.from_dict(tiny)
+before = psutil.Process().memory_info().rss / 2**20
+sim = Simulation(spec)
+rounds = sim.run()
+print(json.dumps({"seconds": [r.round_seconds for r in rounds[1:]], "rss": max(r.rss_mb for r in rounds) - before}))
+"""
+
+
+def measure_base(base: str) -> Measured:
+    """Run a few real rounds of ``base`` in a fresh process; see the module docstring."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _MEASURE, base, json.dumps(TINY)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    seconds = data["seconds"]
+    mean = sum(seconds) / len(seconds)
+    sd = (sum((s - mean) ** 2 for s in seconds) / len(seconds)) ** 0.5
+    return Measured(base, mean, sd / mean, max(1.0, data["rss"]))
+
+
+def policy_table(jobs: list[Job], scale: Scale, probe: float) -> dict[str, dict[str, float]]:
+    """Every policy on the same trace: ``{policy: metrics}``."""
+    return {p: summarise(simulate(jobs, p, scale, probe), jobs, scale.workers) for p in POLICIES}
+
+
+def format_table(rows: dict[str, dict[str, float]]) -> str:
+    """The Markdown table printed and put in the README."""
+    fifo = rows["fifo"]["mean_completion_s"]
+    lines = [
+        "| policy | mean completion s | vs fifo | p95 completion s | makespan s | utilisation | work/dev | Jain |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for p, r in rows.items():
+        lines.append(
+            f"| {p} | {r['mean_completion_s']:,.0f} | {r['mean_completion_s'] / fifo:.2f}x "
+            f"| {r['p95_completion_s']:,.0f} | {r['makespan_s']:,.0f} | {r['utilisation']:.1%} "
+            f"| {r['work_per_device_s']:.2f} | {r['jain']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def run(opts: Options) -> dict[str, Any]:
+    """The benchmark entry point for ``python -m benchmarks scheduling [--size small|full] [--real]``."""
+    scale = SCALES[opts.size]
+    measured = [measure_base("tiny"), measure_base("quickstart")]
+    jobs = generate(scale, measured, SEED)
+    probe = min(m.mean_seconds for m in measured)
+    if opts.real:
+        from benchmarks.sched_real import run_real
+
+        return run_real(jobs, scale, measured)
+    t0 = time.perf_counter()
+    rows = policy_table(jobs, scale, probe)
+    wall = time.perf_counter() - t0
+    table = format_table(rows)
+    print(table, flush=True)
+    fifo = rows["fifo"]["mean_completion_s"]
+    ratios = {p: r["mean_completion_s"] / fifo for p, r in rows.items()}
+    return {
+        "mode": "simulation",
+        "device": f"simulated {scale.workers} workers",
+        "precision": opts.precision,
+        "wall_seconds": wall,
+        "seed": SEED,
+        "scale": scale.__dict__,
+        "measured": [m.__dict__ for m in measured],
+        "probe_round_seconds": probe,
+        "experiments": len(jobs),
+        "total_work_s": sum(j.work for j in jobs),
+        "policies": rows,
+        "table": table,
+        "anchor": "Salus (MLSys 2020): SRTF and packing cut mean completion time substantially vs FIFO",
+        "anchor_ratio": ratios["srtf"],
+        "anchor_summary": f"mean completion vs fifo: srtf {ratios['srtf']:.2f}x, pack {ratios['pack']:.2f}x, "
+        f"fair {ratios['fair']:.2f}x, priority {ratios['priority']:.2f}x",
+    }
