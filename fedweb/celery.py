@@ -13,6 +13,7 @@ app.autodiscover_tasks(["workers"])
 
 # Imported for its signal handlers: heartbeats start when a worker is ready.
 import workers.heartbeat  # noqa: E402,F401
+import workers.metrics  # noqa: E402,F401  (FEDWEB_WORKER_METRICS_PORT)
 from workers.engine.plugins import load_plugins  # noqa: E402
 
 # User code named in FEDWEB_PLUGINS, imported once here so the prefork pool's children inherit it;

@@ -57,6 +57,26 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return items
 
 
+def env_listen_address(name: str, default_host: str = "127.0.0.1") -> tuple[str, int] | None:
+    """``PORT`` or ``HOST:PORT`` (``[::]:PORT`` for IPv6) to listen on; None when unset or empty."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    host, sep, port = raw.rpartition(":")
+    host = host.strip("[]") if sep else default_host
+    if not port.isdigit() or not 1 <= int(port) <= 65535 or (sep and not host):
+        raise ImproperlyConfigured(f"{name} must be a port (9101) or host:port (0.0.0.0:9101), not {raw!r}")
+    return host, int(port)
+
+
+def env_token(name: str, min_length: int = 16) -> str:
+    """An optional secret token: empty, or at least ``min_length`` characters."""
+    token = os.environ.get(name, "").strip()
+    if token and len(token) < min_length:
+        raise ImproperlyConfigured(f"{name} must be at least {min_length} characters long")
+    return token
+
+
 def secret_key(generated_file: Path) -> str:
     """SECRET_KEY, or the contents of SECRET_KEY_FILE (Docker secrets).
 

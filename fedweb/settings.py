@@ -13,7 +13,9 @@ from fedweb.env import (
     env_bytes,
     env_int,
     env_list,
+    env_listen_address,
     env_str,
+    env_token,
     redis_urls,
     secret_key,
 )
@@ -46,6 +48,11 @@ FEDWEB_MAX_ROUND_MEMORY_GPU = env_bytes("FEDWEB_MAX_ROUND_MEMORY_GPU", 80 * 10**
 FEDWEB_MAX_ROUNDS = env_int("FEDWEB_MAX_ROUNDS", 100_000, min_value=1)
 FEDWEB_MAX_CLIENTS = env_int("FEDWEB_MAX_CLIENTS", 500_000, min_value=1)
 FEDWEB_MAX_DATASET = env_bytes("FEDWEB_MAX_DATASET", 16 * 10**9)
+# Prometheus metrics (orchestrator/metrics.py, workers/metrics.py): web /metrics needs this bearer
+# token when set, else answers loopback only; each worker serves its own on this port (+1, +2...
+# when taken by another worker on the host), or not at all when unset.
+FEDWEB_METRICS_TOKEN = env_token("FEDWEB_METRICS_TOKEN")
+FEDWEB_WORKER_METRICS_ADDRESS = env_listen_address("FEDWEB_WORKER_METRICS_PORT")
 
 INSTALLED_APPS = [
     "daphne",  # first, so `runserver` serves ASGI (WebSockets) too

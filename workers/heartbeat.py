@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from celery.signals import worker_ready, worker_shutdown
 
 log = logging.getLogger(__name__)
 _stop = threading.Event()
+last_beat: float | None = None  # Unix time of this process's last heartbeat that got through (metrics)
 
 
 @worker_ready.connect
@@ -51,9 +53,11 @@ def _loop(hostname: str, queues: str) -> None:
     from django.conf import settings
     from django.db import close_old_connections
 
+    global last_beat
     while True:
         try:
             beat(hostname, queues)
+            last_beat = time.time()
         except Exception:  # the database may be away for a moment; try again next beat
             log.warning("heartbeat failed", exc_info=True)
         finally:
