@@ -85,6 +85,8 @@ class Experiment(models.Model):
     # The last round sent to the broker, and when: lets the reconciler find rounds that were lost.
     dispatched_round = models.PositiveIntegerField(default=0)
     dispatched_at = models.DateTimeField(null=True, blank=True)
+    dispatched_to = models.CharField(max_length=255, blank=True)  # the worker a packed round was sent to
+    ready_since = models.DateTimeField(null=True, blank=True)  # when its next round became ready (age boost)
     # Set after a CUDA out-of-memory error halved the spec's client group size; rebuilds keep it.
     client_group_size = models.PositiveIntegerField(null=True, blank=True)
     created = models.DateTimeField(default=timezone.now)
@@ -215,15 +217,16 @@ class Experiment(models.Model):
 
     def start(self, *, by: str = "", enqueue: bool = True) -> bool:
         """Queue a draft. ``enqueue=False`` is for running it in this process (``--inline``)."""
-        from orchestrator.scheduling import dispatch_round, pick_queue
+        from orchestrator.scheduling import pick_queue, schedule
 
         queue = pick_queue(self.spec_obj()) if enqueue else "inline"
-        if not self._transition([Status.DRAFT], status=Status.QUEUED, queue=queue, queued_at=timezone.now()):
+        now = timezone.now()
+        if not self._transition([Status.DRAFT], status=Status.QUEUED, queue=queue, queued_at=now, ready_since=now):
             return False
         self.log("info", f"Queued on '{queue}'" + (f" by {by}" if by else ""))
         self._status_changed()
         if enqueue:
-            dispatch_round(self, 1)
+            schedule(queue)  # round 1 is ready: sent now if the queue has room, else when the policy picks it
         return True
 
     def pause(self, *, by: str = "") -> bool:
@@ -235,14 +238,17 @@ class Experiment(models.Model):
         return True
 
     def resume(self, *, by: str = "") -> bool:
-        from orchestrator.scheduling import dispatch_round
+        from orchestrator.scheduling import release, schedule
 
-        if not self._transition([Status.PAUSED], status=Status.QUEUED, queued_at=timezone.now()):
+        now = timezone.now()
+        if not self._transition([Status.PAUSED], status=Status.QUEUED, queued_at=now, ready_since=now):
             return False
         self.log("info", f"Resumed at round {self.current_round + 1}" + (f" by {by}" if by else ""))
         self._status_changed()
-        # Forced: a copy sent before the pause may have been lost meanwhile; a duplicate is harmless.
-        dispatch_round(self, self.current_round + 1, force=True)
+        # A copy sent before the pause may have been lost meanwhile: the round is ready again (a
+        # duplicate is harmless), and goes out when the queue's policy picks it.
+        release(self)
+        schedule(self.queue)
         return True
 
     def cancel(self, *, by: str = "") -> bool:
@@ -292,7 +298,7 @@ class Experiment(models.Model):
         No status filter: a round that finished after a pause or cancel request still counts.
         """
         won = Experiment.objects.filter(pk=self.pk, current_round=round_number - 1).update(
-            current_round=round_number, lease_expires=None
+            current_round=round_number, lease_expires=None, ready_since=timezone.now()
         )
         self.refresh_from_db()
         return bool(won)
@@ -419,6 +425,8 @@ class Worker(models.Model):
     devices = models.JSONField(default=list, blank=True)  # [{"name", "total_mb", "used_mb"}]
     last_heartbeat = models.DateTimeField(default=timezone.now)
     current_experiment = models.ForeignKey(Experiment, models.SET_NULL, null=True, blank=True, related_name="+")
+    slots = models.PositiveIntegerField(default=1)  # rounds it runs at once (its --concurrency)
+    sends = models.PositiveIntegerField(default=0)  # bumped per packed send: two schedulers never pack it at once
 
     class Meta:
         ordering = ["hostname"]
