@@ -32,6 +32,7 @@ class QueueState:
     running: int = 0
     workers: list[LiveWorker] = field(default_factory=list)
     messages: int | None = None  # the broker's count; None when not asked or not answering
+    policy: str = "fifo"  # which ready round goes next (FEDWEB_POLICY; orchestrator/scheduling.py)
 
     @property
     def depth(self) -> int:
@@ -48,6 +49,7 @@ class QueueState:
         return {
             "name": self.name, "queued": self.queued, "running": self.running, "depth": self.depth,
             "live_workers": len(self.workers), "messages": self.messages, "reason": self.reason,
+            "policy": self.policy,
         }  # fmt: skip
 
 
@@ -81,6 +83,7 @@ def queue_depths() -> dict[str, int]:
 
 def queue_states(*, broker: bool = False) -> list[QueueState]:
     """The configured queues, then any other queue a live worker serves or a run waits on."""
+    from orchestrator.candidates import policy_for
     from orchestrator.models import Status
 
     served = live_workers_by_queue()
@@ -94,6 +97,7 @@ def queue_states(*, broker: bool = False) -> list[QueueState]:
             running=counts.get(name, {}).get(Status.RUNNING, 0),
             workers=served.get(name, []),
             messages=messages.get(name),
+            policy=policy_for(name),
         )
         for name in names
     ]

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from orchestrator import views
+from orchestrator import priority, views
 
 # URL names are a contract with the REST API and the permission tests: keep them stable.
 urlpatterns = [
@@ -18,6 +18,7 @@ urlpatterns = [
     path("experiments/<int:pk>/resume/", views.experiment_resume, name="experiment_resume"),
     path("experiments/<int:pk>/cancel/", views.experiment_cancel, name="experiment_cancel"),
     path("experiments/<int:pk>/delete/", views.experiment_delete, name="experiment_delete"),
+    path("experiments/<int:pk>/priority/", priority.experiment_priority, name="experiment_priority"),
     path("share/<str:token>/", views.experiment_shared, name="experiment_shared"),
     path("compare/", views.experiment_compare, name="experiment_compare"),
     path("workers/", views.worker_list, name="worker_list"),
