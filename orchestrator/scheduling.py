@@ -101,9 +101,13 @@ def schedule(queue: str) -> list[tuple[int, int]]:
         return []
     policy = candidates.policy_for(queue)
     ready = candidates.candidates(experiments, candidates.measurements([e.pk for e in experiments], queue))
-    ordered = policies.order(policy, ready, candidates.queue_view(queue, ready, now))
+    view = candidates.queue_view(queue, ready, now)
+    ordered = policies.order(policy, ready, view)
     by_id = {e.pk: e for e in experiments}
     if policy == "pack":
+        # A round of unknown memory (a first-round probe) runs only alone, so it takes an idle worker
+        # before measured rounds, which can still pack beside each other (age-boosted ones stay first).
+        ordered.sort(key=lambda c: (not policies.is_boosted(c, view), c.peak_mem_mb is not None))
         return _pack(ordered, by_id, candidates.live_rooms(queue, now))
     slots = sum(w.slots for w in Worker.live() if queue in w.serve_queues())
     # No live worker: the broker holds the rounds until one comes (it then runs them in this order).
