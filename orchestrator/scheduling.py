@@ -90,7 +90,12 @@ def _send(experiment_id: int, round_number: int, queue: str, to: str = "") -> No
 
 
 def schedule(queue: str) -> list[tuple[int, int]]:
-    """Send ``queue``'s ready rounds, best first by its policy, while it has room; returns what was sent."""
+    """Send ``queue``'s ready rounds, best first by its policy, while it has room; returns what was sent.
+
+    Two schedulers racing (a worker after its round, another's heartbeat) may both see the same
+    room and send one round too many: it waits in the broker, and claims keep it exactly-once.
+    Under ``pack`` a per-worker compare-and-swap (``candidates.reserve``) prevents even that.
+    """
     from orchestrator.models import Worker
 
     if queue in ("", "inline"):
