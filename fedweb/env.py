@@ -77,6 +77,22 @@ def env_token(name: str, min_length: int = 16) -> str:
     return token
 
 
+def env_choices(name: str, allowed: tuple[str, ...]) -> dict[str, str]:
+    """``key=value`` pairs, comma-separated (``cpu=fifo,gpu=pack``), each value one of ``allowed``."""
+    raw = os.environ.get(name, "")
+    pairs: dict[str, str] = {}
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        key, sep, value = (s.strip() for s in item.partition("="))
+        if not sep or not key:
+            raise ImproperlyConfigured(f"{name} must be comma-separated name=value pairs, not {item!r}")
+        if value not in allowed:
+            raise ImproperlyConfigured(f"{name}: {key!r} must be one of {', '.join(allowed)}, not {value!r}")
+        pairs[key] = value
+    return pairs
+
+
 def secret_key(generated_file: Path) -> str:
     """SECRET_KEY, or the contents of SECRET_KEY_FILE (Docker secrets).
 

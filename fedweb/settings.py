@@ -11,6 +11,7 @@ from fedweb.env import (
     database_config,
     env_bool,
     env_bytes,
+    env_choices,
     env_int,
     env_list,
     env_listen_address,
@@ -19,6 +20,7 @@ from fedweb.env import (
     redis_urls,
     secret_key,
 )
+from orchestrator.policies import POLICIES  # pure: no Django, safe to import here
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -40,6 +42,14 @@ if HEARTBEAT_INTERVAL >= WORKER_LOST_AFTER:
     raise ImproperlyConfigured("HEARTBEAT_INTERVAL must be shorter than WORKER_LOST_AFTER")
 # A round sent but claimed by no worker for this long is sent again (a lost message; harmless if not).
 ROUND_RESEND_AFTER = env_int("ROUND_RESEND_AFTER", 300, min_value=1)
+# Scheduling (orchestrator/scheduling.py): the policy of each queue ("cpu=srtf,gpu=pack"; unnamed
+# queues use fifo), how long a ready round may wait before it goes first whatever the policy, and
+# packing: the memory budget of a CPU worker (0: never pack on CPU; GPU workers use their device's
+# total from the heartbeat) and the most rounds one worker runs at once.
+FEDWEB_POLICY = env_choices("FEDWEB_POLICY", POLICIES)
+FEDWEB_AGE_BOOST_SECONDS = env_int("FEDWEB_AGE_BOOST_SECONDS", 600, min_value=0)
+FEDWEB_PACK_CAPACITY_MB = env_int("FEDWEB_PACK_CAPACITY_MB", 0, min_value=0)
+FEDWEB_PACK_SLOTS = env_int("FEDWEB_PACK_SLOTS", 2, min_value=1)
 # What the queue accepts: a spec over any limit is refused at submission with its estimate
 # (workers.engine.capacity; the defaults are Limits()'s). Memory is per round, on one device.
 FEDWEB_MAX_PARAMS = env_int("FEDWEB_MAX_PARAMS", 100_000_000, min_value=1)
@@ -194,6 +204,8 @@ CELERY_TASK_ACKS_LATE = True  # a round is acknowledged only after it is recorde
 CELERY_TASK_REJECT_ON_WORKER_LOST = True  # ... and re-queued when the worker dies mid-round
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # never hold a round another worker could run
 CELERY_TASK_DEFAULT_QUEUE = FEDWEB_QUEUES[0]
+# Each worker also consumes its own queue (<hostname>.dq2): packed rounds are sent to one worker.
+CELERY_WORKER_DIRECT = True
 CELERY_TASK_IGNORE_RESULT = True  # the database holds results; no result backend
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_WORKER_SEND_TASK_EVENTS = False

@@ -4,7 +4,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
 from accounts import api as token_api
-from orchestrator import api
+from orchestrator import api, priority
 
 urlpatterns = [
     path("experiments/", api.experiments, name="api_experiments"),
@@ -18,6 +18,7 @@ urlpatterns = [
         )
         for action in api.ACTIONS
     ],
+    path("experiments/<int:pk>/priority/", priority.api_priority, name="api_experiment_priority"),
     path("experiments/<int:pk>/rounds/", api.rounds, name="api_rounds"),
     path("experiments/<int:pk>/rounds.csv", api.rounds_csv, name="api_rounds_csv"),
     path("teams/", api.teams, name="api_teams"),

@@ -19,6 +19,8 @@ class Worker(models.Model):
     current_experiment = models.ForeignKey(
         "orchestrator.Experiment", models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    slots = models.PositiveIntegerField(default=1)  # rounds it runs at once (its --concurrency)
+    sends = models.PositiveIntegerField(default=0)  # bumped per packed send: two schedulers never pack it at once
 
     class Meta:
         ordering = ["hostname"]

@@ -93,6 +93,8 @@ class Experiment(models.Model):
     # The last round sent to the broker, and when: lets the reconciler find rounds that were lost.
     dispatched_round = models.PositiveIntegerField(default=0)
     dispatched_at = models.DateTimeField(null=True, blank=True)
+    dispatched_to = models.CharField(max_length=255, blank=True)  # the worker a packed round was sent to
+    ready_since = models.DateTimeField(null=True, blank=True)  # when its next round became ready (age boost)
     # Set after a CUDA out-of-memory error halved the spec's client group size; rebuilds keep it.
     client_group_size = models.PositiveIntegerField(null=True, blank=True)
     created = models.DateTimeField(default=timezone.now)
@@ -172,15 +174,16 @@ class Experiment(models.Model):
     def start(self, *, by: str = "", enqueue: bool = True) -> bool:
         """Queue a draft. ``enqueue=False`` is for running it in this process (``--inline``)."""
         # The one upward call of the state machine: scheduling is built on these models.
-        from orchestrator.scheduling import dispatch_round
+        from orchestrator.scheduling import schedule
 
         queue = pick_queue(self.parsed_spec()) if enqueue else "inline"
-        if not self._transition([Status.DRAFT], status=Status.QUEUED, queue=queue, queued_at=timezone.now()):
+        now = timezone.now()
+        if not self._transition([Status.DRAFT], status=Status.QUEUED, queue=queue, queued_at=now, ready_since=now):
             return False
         self.log("info", f"Queued on '{queue}'" + (f" by {by}" if by else ""))
         self._status_changed()
         if enqueue:
-            dispatch_round(self, 1)
+            schedule(queue)  # round 1 is ready: sent now if the queue has room, else when the policy picks it
         return True
 
     def pause(self, *, by: str = "") -> bool:
@@ -192,14 +195,17 @@ class Experiment(models.Model):
         return True
 
     def resume(self, *, by: str = "") -> bool:
-        from orchestrator.scheduling import dispatch_round  # upward, as in start()
+        from orchestrator.scheduling import release, schedule  # upward, as in start()
 
-        if not self._transition([Status.PAUSED], status=Status.QUEUED, queued_at=timezone.now()):
+        now = timezone.now()
+        if not self._transition([Status.PAUSED], status=Status.QUEUED, queued_at=now, ready_since=now):
             return False
         self.log("info", f"Resumed at round {self.current_round + 1}" + (f" by {by}" if by else ""))
         self._status_changed()
-        # Forced: a copy sent before the pause may have been lost meanwhile; a duplicate is harmless.
-        dispatch_round(self, self.current_round + 1, force=True)
+        # A copy sent before the pause may have been lost meanwhile: the round is ready again (a
+        # duplicate is harmless), and goes out when the queue's policy picks it.
+        release(self)
+        schedule(self.queue)
         return True
 
     def cancel(self, *, by: str = "") -> bool:
@@ -249,7 +255,7 @@ class Experiment(models.Model):
         No status filter: a round that finished after a pause or cancel request still counts.
         """
         won = Experiment.objects.filter(pk=self.pk, current_round=round_number - 1).update(
-            current_round=round_number, lease_expires=None
+            current_round=round_number, lease_expires=None, ready_since=timezone.now()
         )
         self.refresh_from_db()
         return bool(won)

@@ -15,6 +15,7 @@ from django.db.models import Count
 from kombu import Connection
 
 from fedweb.celery import app
+from orchestrator.candidates import policy_for
 from orchestrator.fleet import Worker
 from orchestrator.models import ACTIVE, Experiment, Status
 
@@ -37,6 +38,7 @@ class QueueState:
     running: int = 0
     workers: list[LiveWorker] = field(default_factory=list)
     messages: int | None = None  # the broker's count; None when not asked or not answering
+    policy: str = "fifo"  # which ready round goes next (FEDWEB_POLICY; orchestrator/scheduling.py)
 
     @property
     def depth(self) -> int:
@@ -53,6 +55,7 @@ class QueueState:
         return {
             "name": self.name, "queued": self.queued, "running": self.running, "depth": self.depth,
             "live_workers": len(self.workers), "messages": self.messages, "reason": self.reason,
+            "policy": self.policy,
         }  # fmt: skip
 
 
@@ -93,6 +96,7 @@ def queue_states(*, broker: bool = False) -> list[QueueState]:
             running=counts.get(name, {}).get(Status.RUNNING, 0),
             workers=served.get(name, []),
             messages=messages.get(name),
+            policy=policy_for(name),
         )
         for name in names
     ]

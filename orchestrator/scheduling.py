@@ -1,16 +1,26 @@
-"""Where and when rounds run. The one place that sends round tasks.
+"""Where and when rounds run. The one place that sends round tasks, and decides which goes next.
 
-Policy for now: first come, first served per queue. Each experiment has at most one round in
-flight, and each worker runs one round at a time (``--concurrency 1``), so experiments sharing a
-queue interleave at round boundaries in the order their rounds were enqueued. Smarter policies
-(shortest-remaining-first, fair share, packing by memory) replace ``dispatch_round``'s choice.
+A round is *ready* when its experiment is active and the round before it is recorded (start,
+resume, after each round). ``schedule(queue)`` sends ready rounds in the order of the queue's
+policy (``orchestrator.policies``: fifo, priority, srtf, fair, pack; FEDWEB_POLICY) while the queue
+has room: its live workers' slots minus rounds running under a live lease minus rounds sent and
+not yet claimed. Everything it decides from is in the database (``orchestrator.candidates``), so
+any process decides alike and a restart loses nothing. It runs after every recorded round (and
+after any round task, whatever its outcome), on start and resume, and in every worker's heartbeat,
+so a worker that comes alive starts work within a heartbeat.
+
+With no live worker serving a queue, its ready rounds are sent at once (in policy order) and the
+broker holds them until a worker comes, as before policies existed; under ``pack`` they wait in
+the database instead, because a packed round is sent to one chosen worker's own queue
+(``<hostname>.dq2``, Celery's worker_direct) only when ``pack_fits`` says the measured peaks of
+the rounds on that worker, plus its own, fit in the worker's memory budget.
 
 No round is ever lost. Every send is recorded on the experiment (``dispatched_round`` /
 ``dispatched_at``) with a conditional UPDATE, so of several senders racing for the same round
-(the worker that recorded the previous one, a redelivered copy of it, a reconciler) exactly one
-sends. ``reconcile()`` runs in every worker's heartbeat and re-sends the next round of any active
-experiment whose round was never sent, whose holder died (its lease ran out), or whose message
-sat unclaimed for too long. A duplicate message is harmless: the claim stays the arbiter.
+exactly one sends. ``reconcile()`` runs in every worker's heartbeat: a round whose holder died (its
+lease ran out), whose target worker died, or whose message sat unclaimed for too long is made
+ready again (one reconciler wins), and then every queue with ready rounds is scheduled. A
+duplicate message is harmless: the claim stays the arbiter.
 """
 
 from __future__ import annotations
@@ -19,10 +29,11 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from fedweb.celery import app
+from orchestrator import candidates, policies
 from orchestrator.fleet import Worker, queue_name
 from orchestrator.models import ACTIVE, Experiment
 
@@ -31,13 +42,12 @@ log = logging.getLogger(__name__)
 ROUND_TASK = "workers.tasks.run_round"  # sent by name: scheduling never imports the worker code
 
 
-def dispatch_round(experiment, round_number: int, *, force: bool = False, sent_at=None) -> bool:
+def dispatch_round(experiment, round_number: int, *, force: bool = False, sent_at=None, to: str = "") -> bool:
     """Send ``round_number`` of an active experiment to its queue, unless it was already sent.
 
-    ``force`` sends again even if it was (resume, where an earlier copy may have been lost);
-    ``sent_at`` sends again only if the last send is still the one made at that time (the
-    reconciler: of several reconcilers noticing the same lost round, one re-sends it).
-    Returns whether this call sent it.
+    ``force`` sends again even if it was; ``sent_at`` sends again only if the last send is still
+    the one made at that time. ``to`` sends it to that worker's own queue instead (packing).
+    Returns whether this call sent it. Callers other than ``schedule`` bypass the policy.
     """
     rows = Experiment.objects.filter(
         pk=experiment.pk, status__in=ACTIVE, current_round=round_number - 1, total_rounds__gte=round_number
@@ -46,58 +56,141 @@ def dispatch_round(experiment, round_number: int, *, force: bool = False, sent_a
         rows = rows.filter(dispatched_at=sent_at)
     elif not force:
         rows = rows.filter(dispatched_round__lt=round_number)
-    if not rows.update(dispatched_round=round_number, dispatched_at=timezone.now()):
+    if not rows.update(dispatched_round=round_number, dispatched_at=timezone.now(), dispatched_to=to):
         return False
-    _send(experiment.pk, round_number, experiment.queue or queue_name("cpu"))
+    _send(experiment.pk, round_number, experiment.queue or queue_name("cpu"), to)
     return True
 
 
-def dispatch_next(experiment) -> bool:
-    """Send the round after the last recorded one (after a round, or for a redelivered copy)."""
-    return dispatch_round(experiment, experiment.current_round + 1)
+def _send(experiment_id: int, round_number: int, queue: str, to: str = "") -> None:
+    from celery.utils.nodenames import worker_direct
 
-
-def _send(experiment_id: int, round_number: int, queue: str) -> None:
     try:
-        app.send_task(ROUND_TASK, (experiment_id, round_number), queue=queue)
+        target = worker_direct(to) if to else queue
+        app.send_task(ROUND_TASK, (experiment_id, round_number), queue=target)
     except Exception:  # broker away: the send is recorded, so the reconciler sends it again later
         log.warning("could not send round %s of experiment %s", round_number, experiment_id, exc_info=True)
 
 
-def reconcile(now=None) -> list[tuple[int, int]]:
-    """Re-send the next round of every active experiment that is stuck; returns what was sent.
+def schedule(queue: str) -> list[tuple[int, int]]:
+    """Send ``queue``'s ready rounds, best first by its policy, while it has room; returns what was sent.
 
-    Stuck means no live process holds its next round and one of: the round was never sent (a
-    worker died between recording a round and sending the next), its holder died (the lease ran
-    out: heartbeats renew it while the process lives), or its message went unclaimed for
-    ``WORKER_LOST_AFTER`` while a worker serving its queue sat idle (so it is not waiting in the
-    queue: a worker died after taking it but before claiming it), or for ``ROUND_RESEND_AFTER``
-    whatever the queue (lost by the broker).
+    Two schedulers racing (a worker after its round, another's heartbeat) may both see the same
+    room and send one round too many: it waits in the broker, and claims keep it exactly-once.
+    Under ``pack`` a per-worker compare-and-swap (``candidates.reserve``) prevents even that.
+    """
+    if queue in ("", "inline"):
+        return []
+    now = timezone.now()
+    experiments = list(candidates.ready_experiments(queue, now))
+    if not experiments:
+        return []
+    policy = candidates.policy_for(queue)
+    ready = candidates.candidates(experiments, candidates.measurements([e.pk for e in experiments], queue))
+    view = candidates.queue_view(queue, ready, now)
+    ordered = policies.order(policy, ready, view)
+    by_id = {e.pk: e for e in experiments}
+    if policy == "pack":
+        # A round of unknown memory (a first-round probe) runs only alone, so it takes an idle worker
+        # before measured rounds, which can still pack beside each other (age-boosted ones stay first).
+        ordered.sort(key=lambda c: (not policies.is_boosted(c, view), c.peak_mem_mb is not None))
+        return _pack(ordered, by_id, candidates.live_rooms(queue, now))
+    slots = sum(w.slots for w in Worker.live() if queue in w.serve_queues())
+    # No live worker: the broker holds the rounds until one comes (it then runs them in this order).
+    room = slots - candidates.busy_rounds(queue, now) if slots else len(ordered)
+    sent = []
+    for c in ordered:
+        if len(sent) >= room:
+            break
+        e = by_id[c.experiment_id]
+        if dispatch_round(e, e.current_round + 1):
+            sent.append((e.pk, e.current_round + 1))
+    return sent
+
+
+def _pack(ordered: list[policies.Candidate], by_id: dict, rooms: list[candidates.WorkerRoom]) -> list[tuple[int, int]]:
+    """Send each ready round, in order, to the least busy live worker it fits on (none: it waits)."""
+    sent = []
+    for c in ordered:
+        for room in sorted(rooms, key=lambda r: (len(r.in_flight_mem_mb), r.hostname)):
+            if not _fits(room, c) or not candidates.reserve(room):
+                continue
+            e = by_id[c.experiment_id]
+            if dispatch_round(e, e.current_round + 1, to=room.hostname):
+                room.in_flight_mem_mb.append(c.peak_mem_mb)
+                sent.append((e.pk, e.current_round + 1))
+            break
+    return sent
+
+
+def _fits(room: candidates.WorkerRoom, c: policies.Candidate) -> bool:
+    # An idle worker takes any round; a busy one a second (up to FEDWEB_PACK_SLOTS and its own
+    # --concurrency) only when the measured peaks fit its budget. A budget of 0 never packs.
+    busy = room.in_flight_mem_mb
+    if not busy:
+        return True
+    if len(busy) >= min(room.slots, settings.FEDWEB_PACK_SLOTS) or room.capacity_mb <= 0:
+        return False
+    return policies.pack_fits(busy, c, room.capacity_mb)
+
+
+def release(experiment, *, sent_at=None) -> bool:
+    """Make an experiment's sent round ready again (a copy may be lost), so ``schedule`` sends it anew.
+
+    ``sent_at``: only if the last send is still the one made then (of several reconcilers noticing
+    the same lost round, one releases it). A copy still on its way stays harmless: claims arbitrate.
+    """
+    rows = Experiment.objects.filter(pk=experiment.pk, dispatched_round__gt=F("current_round"))
+    if sent_at is not None:
+        rows = rows.filter(dispatched_at=sent_at)
+    return bool(rows.update(dispatched_round=F("current_round"), dispatched_to=""))
+
+
+def reconcile(now=None) -> list[tuple[int, int]]:
+    """Recover stuck rounds, then schedule every queue with ready rounds; returns what was sent.
+
+    Stuck means no live process holds its next round, it was sent, and one of: its holder died
+    (the lease ran out: heartbeats renew it while the process lives), the worker it was sent to
+    is not live, its message went unclaimed for ``WORKER_LOST_AFTER`` while a worker serving its
+    queue sat idle (a worker died after taking it but before claiming it), or for
+    ``ROUND_RESEND_AFTER`` whatever the queue (lost by the broker). A round that was never sent
+    is not stuck: it is ready, waiting for its queue's policy to pick it.
     """
     now = now or timezone.now()
-    held = Q(claimed_round__gt=F("current_round"), lease_expires__gte=now)
     idle_queues = _idle_queues()
-    sent = []
-    for e in Experiment.objects.filter(status__in=ACTIVE).exclude(queue="inline").exclude(held):
+    live_hosts = set(Worker.live().values_list("hostname", flat=True))
+    stuck = []
+    for e in Experiment.objects.filter(status__in=ACTIVE).exclude(queue="inline").exclude(candidates.held(now)):
         if e.current_round >= e.total_rounds:  # its worker died between the last round and completing it
             e.complete()
             continue
         nxt = e.current_round + 1
         waited = (now - e.dispatched_at).total_seconds() if e.dispatched_at else float("inf")
         if e.dispatched_round < nxt:
-            why = "was never sent"
-        elif e.claimed_round == nxt and e.lease_expires is not None and e.dispatched_at < e.lease_expires:
+            continue  # ready: scheduled below
+        if e.claimed_round == nxt and e.lease_expires is not None and e.dispatched_at < e.lease_expires:
             why = f"was held by {e.worker}, which stopped answering"
+        elif e.dispatched_to and e.dispatched_to not in live_hosts:
+            why = f"was sent to {e.dispatched_to}, which stopped answering"
         elif waited > settings.WORKER_LOST_AFTER and e.queue in idle_queues:
             why = f"was not taken by the idle workers of '{e.queue}'"
         elif waited > settings.ROUND_RESEND_AFTER:
             why = "waited unclaimed too long"
         else:
             continue
-        if dispatch_round(e, nxt, sent_at=e.dispatched_at) if e.dispatched_round >= nxt else dispatch_round(e, nxt):
-            e.log("warning", f"Round {nxt} {why}; sent it again")
-            sent.append((e.pk, nxt))
+        if release(e, sent_at=e.dispatched_at):
+            stuck.append((e, nxt, why))
+    sent = [pair for queue in _queues_with_ready_rounds() for pair in schedule(queue)]
+    for e, nxt, why in stuck:
+        e.log("warning", f"Round {nxt} {why}; " + ("sent it again" if (e.pk, nxt) in sent else "it is ready again"))
     return sent
+
+
+def _queues_with_ready_rounds() -> list[str]:
+    rows = Experiment.objects.filter(
+        status__in=ACTIVE, dispatched_round__lte=F("current_round"), current_round__lt=F("total_rounds")
+    ).exclude(queue__in=["", "inline"])
+    return sorted(set(rows.values_list("queue", flat=True)))
 
 
 def _idle_queues() -> set[str]:

@@ -30,7 +30,7 @@ class ExperimentSerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "description", "tags", "owner", "team", "visibility", "status", "current_round",
             "total_rounds", "error", "worker", "created", "queued_at", "started", "finished", "spec",
-            "role", "can_control", "can_delete", "share_url",
+            "role", "can_control", "can_delete", "share_url", "priority",
         ]  # fmt: skip
         read_only_fields = fields
 

@@ -1,5 +1,6 @@
 from django.urls import path
 
+from orchestrator import priority
 from orchestrator.views import compare, controls, downloads, health, pages, workers
 
 # URL names are a contract with the REST API and the permission tests: keep them stable.
@@ -18,6 +19,7 @@ urlpatterns = [
     path("experiments/<int:pk>/resume/", controls.experiment_action, {"action": "resume"}, name="experiment_resume"),
     path("experiments/<int:pk>/cancel/", controls.experiment_action, {"action": "cancel"}, name="experiment_cancel"),
     path("experiments/<int:pk>/delete/", controls.experiment_delete, name="experiment_delete"),
+    path("experiments/<int:pk>/priority/", priority.experiment_priority, name="experiment_priority"),
     path("share/<str:token>/", pages.experiment_shared, name="experiment_shared"),
     path("compare/", compare.experiment_compare, name="experiment_compare"),
     path("workers/", workers.worker_list, name="worker_list"),

@@ -159,12 +159,15 @@ def workers(live_env, tmp_path):
     started: list[live.Process] = []
 
     class Workers:
-        def start(self, name: str = "w1", queues: str | None = None, env: dict | None = None) -> live.Process:
+        def start(
+            self, name: str = "w1", queues: str | None = None, env: dict | None = None, concurrency: int = 1
+        ) -> live.Process:
             """Start worker ``name``; ``env`` adds variables to its environment (e.g. FEDWEB_PLUGINS)."""
             from django.conf import settings
 
             since = timezone.now()  # a worker restarted under the same name must beat anew
-            proc = live.start_worker({**live_env, **(env or {})}, tmp_path, name, queues or settings.FEDWEB_QUEUES[0])
+            queues = queues or settings.FEDWEB_QUEUES[0]
+            proc = live.start_worker({**live_env, **(env or {})}, tmp_path, name, queues, concurrency)
             started.append(proc)
             ready = Worker.objects.filter(hostname__startswith=f"{name}@", last_heartbeat__gte=since)
             try:

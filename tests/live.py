@@ -120,8 +120,8 @@ class Process:
         return self.log_path.read_text(errors="replace")[-4000:]
 
 
-def start_worker(env: dict, logdir: Path, name: str, queues: str = "cpu") -> Process:
-    args = [sys.executable, "-m", "celery", "-A", "fedweb", "worker", "-Q", queues, "--concurrency", "1",
+def start_worker(env: dict, logdir: Path, name: str, queues: str = "cpu", concurrency: int = 1) -> Process:
+    args = [sys.executable, "-m", "celery", "-A", "fedweb", "worker", "-Q", queues, "--concurrency", str(concurrency),
             "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "-l", "info"]  # fmt: skip
     return Process(name, args, env, logdir)
 

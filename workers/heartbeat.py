@@ -24,10 +24,13 @@ last_beat: float | None = None  # Unix time of this process's last heartbeat tha
 @worker_ready.connect
 def _start(sender, **kwargs):
     hostname = sender.hostname
-    queues = ",".join(sorted(sender.app.amqp.queues.consume_from or sender.app.amqp.queues))
+    # Its own direct queue (worker_direct: packed rounds) is not a queue it serves for anyone else.
+    consumed = sender.app.amqp.queues.consume_from or sender.app.amqp.queues
+    queues = ",".join(sorted(q for q in consumed if not q.endswith(".dq2")))
+    slots = getattr(sender.pool, "num_processes", None) or 1  # --concurrency: rounds it runs at once
     _stop.clear()
     _forget_previous_life(hostname)
-    threading.Thread(target=_loop, args=(hostname, queues), name="fedweb-heartbeat", daemon=True).start()
+    threading.Thread(target=_loop, args=(hostname, queues, slots), name="fedweb-heartbeat", daemon=True).start()
 
 
 @worker_shutdown.connect
@@ -49,14 +52,14 @@ def _forget_previous_life(hostname: str) -> None:
         close_old_connections()
 
 
-def _loop(hostname: str, queues: str) -> None:
+def _loop(hostname: str, queues: str, slots: int) -> None:
     from django.conf import settings
     from django.db import close_old_connections
 
     global last_beat
     while True:
         try:
-            beat(hostname, queues)
+            beat(hostname, queues, slots)
             last_beat = time.time()
         except Exception:  # the database may be away for a moment; try again next beat
             log.warning("heartbeat failed", exc_info=True)
@@ -66,21 +69,22 @@ def _loop(hostname: str, queues: str) -> None:
             return
 
 
-def beat(hostname: str, queues: str):
+def beat(hostname: str, queues: str, slots: int = 1):
     from django.utils import timezone
 
     from orchestrator import events, scheduling
     from orchestrator.models import Worker
 
     worker, _ = Worker.objects.update_or_create(
-        hostname=hostname, defaults={"queue": queues, "devices": gpu_devices(), "last_heartbeat": timezone.now()}
+        hostname=hostname,
+        defaults={"queue": queues, "slots": slots, "devices": gpu_devices(), "last_heartbeat": timezone.now()},
     )
     # Only rounds run by processes alive under this one keep their lease: a pool child that died
     # (OOM-killed) stops renewing at once, and so does a worker restarted under the same name.
     scheduling.renew_leases(hostname, _live_pids())
     events.publish_worker(worker)
     events.publish_queues()  # the Workers page's queue table has no other event
-    scheduling.reconcile()
+    scheduling.reconcile()  # and schedules every queue with ready rounds: a new worker starts work here
     return worker
 
 

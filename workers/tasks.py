@@ -18,10 +18,30 @@ def run_round(experiment_id: int, round_number: int) -> None:
 def execute_round(experiment_id: int, round_number: int, *, worker: str, log_line=None, dispatch: bool = True):
     """Run one round of an experiment. Returns the experiment if its next round should follow.
 
-    With ``dispatch`` (a worker), the next round is sent here; a delivery of a round that is
-    already recorded sends the next one if nobody did (the worker that recorded it may have died
-    before sending), so the chain of rounds never breaks.
+    With ``dispatch`` (a worker), the queue is scheduled afterwards whatever happened: this
+    worker's slot is free again, and the next round (of this experiment or another, as the
+    queue's policy says) goes out. A late copy of a recorded round schedules too, so the chain
+    of rounds never breaks when the worker that recorded it died before scheduling.
     """
+    try:
+        return _execute(experiment_id, round_number, worker, log_line)
+    finally:
+        if dispatch:
+            _schedule_queue_of(experiment_id)
+
+
+def _schedule_queue_of(experiment_id: int) -> None:
+    from orchestrator.models import Experiment
+    from orchestrator.scheduling import schedule
+
+    queue = Experiment.objects.filter(pk=experiment_id).values_list("queue", flat=True).first()
+    try:
+        schedule(queue or "")
+    except Exception:  # the database may be away for a moment: the next heartbeat schedules it
+        log.warning("could not schedule after round of experiment %s", experiment_id, exc_info=True)
+
+
+def _execute(experiment_id: int, round_number: int, worker: str, log_line):
     from orchestrator.models import ACTIVE, Experiment, RoundMetric, Worker
 
     experiment = Experiment.objects.filter(pk=experiment_id).first()
@@ -31,10 +51,9 @@ def execute_round(experiment_id: int, round_number: int, *, worker: str, log_lin
     # Claim first, before the engine (and torch) is imported: a worker that dies holding an
     # unclaimed round leaves nothing to show it had it, so keep that window to milliseconds.
     if not experiment.claim(round_number, worker, os.getpid()):
-        _refused(experiment, round_number, dispatch)
+        _refused(experiment)
         return None
     from orchestrator import events
-    from orchestrator.scheduling import dispatch_next
     from workers import faults, progress, runtime
 
     experiment.refresh_from_db()
@@ -70,23 +89,18 @@ def execute_round(experiment_id: int, round_number: int, *, worker: str, log_lin
         runtime.forget(experiment_id)  # paused or cancelled at this boundary: free the memory
         events.publish_status(experiment)
         return None
-    if dispatch:
-        dispatch_next(experiment)
     return experiment
 
 
-def _refused(experiment, round_number: int, dispatch: bool) -> None:
+def _refused(experiment) -> None:
     """A delivery that may not run: stopped, a duplicate of a round in flight, or a late copy."""
     from orchestrator import events
     from orchestrator.models import ACTIVE
-    from orchestrator.scheduling import dispatch_next
 
     if experiment.status not in ACTIVE:
         events.publish_status(experiment)  # e.g. cancelled while this copy waited: settle the page
     elif experiment.current_round >= experiment.total_rounds:
         experiment.complete()  # the worker that recorded the last round died before completing the run
-    elif dispatch and experiment.current_round == round_number:
-        dispatch_next(experiment)  # the round is recorded but its successor may never have been sent
 
 
 def run_inline(experiment, log_line=None, on_round=None):

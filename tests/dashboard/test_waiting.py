@@ -80,9 +80,10 @@ def test_it_lists_queues_with_depth_live_workers_and_reason_on_the_workers_page(
     queued(user, "cuda", "gpu")
     queued(other_user, "cuda", "gpu", name="theirs")  # depth counts every run, names none
     html = alice_client.get("/workers/").content.decode()
-    assert '<td><code>gpu</code></td><td class="num">2</td>' in html
+    policy = '<span class="badge" title="scheduling policy">fifo</span>'  # FEDWEB_POLICY names no queue here
+    assert f'<td><code>gpu</code> {policy}</td><td class="num">2</td>' in html
     assert '<span class="badge warning">waiting for a worker serving gpu</span>' in html and "theirs" not in html
     queues = {q["name"]: q for q in alice_client.get("/workers.json").json()["queues"]}
-    assert queues["gpu"]["depth"] == 2 and queues["gpu"]["live_workers"] == 0
+    assert queues["gpu"]["depth"] == 2 and queues["gpu"]["live_workers"] == 0 and queues["gpu"]["policy"] == "fifo"
     assert queues["gpu"]["reason"] == "waiting for a worker serving gpu"
     assert queues["cpu"]["live_workers"] == 1 and queues["cpu"]["reason"] == ""

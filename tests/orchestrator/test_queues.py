@@ -67,7 +67,8 @@ def test_it_gives_no_warning_when_a_live_worker_can_take_the_run_or_it_does_not_
     assert submit_warnings(run(user, "cuda", status="paused", queue="gpu")) == []
 
 
-def test_it_counts_queued_and_running_runs_per_queue_and_lists_extra_queues(user):
+def test_it_counts_queued_and_running_runs_per_queue_and_lists_extra_queues(user, settings):
+    settings.FEDWEB_POLICY = {"gpu": "pack"}
     live_worker("cpu0@box", "cpu")
     lost_worker("gpu0@box", "gpu")
     live_worker("big@box", "bigmem", gpus=1)
@@ -79,9 +80,9 @@ def test_it_counts_queued_and_running_runs_per_queue_and_lists_extra_queues(user
     assert list(states) == ["cpu", "gpu", "bigmem"]
     gpu = states["gpu"].to_dict()
     assert gpu == {"name": "gpu", "queued": 2, "running": 1, "depth": 3, "live_workers": 0, "messages": None,
-                   "reason": "waiting for a worker serving gpu"}  # fmt: skip
+                   "reason": "waiting for a worker serving gpu", "policy": "pack"}  # fmt: skip
     assert (states["cpu"].depth, len(states["cpu"].workers), states["cpu"].reason) == (1, 1, "")
-    assert (states["bigmem"].depth, states["bigmem"].reason) == (0, "")
+    assert (states["bigmem"].depth, states["bigmem"].reason, states["bigmem"].policy) == (0, "", "fifo")
     Worker.objects.filter(hostname="big@box").delete()
     assert [q.name for q in queue_states()] == ["cpu", "gpu"]  # neither configured, served nor waited on
 

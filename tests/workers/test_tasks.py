@@ -169,7 +169,7 @@ def test_it_pauses_at_the_round_boundary_and_resumes_without_gaps(user, monkeypa
     monkeypatch.setattr(runtime, "run_round", original)
     runtime._cache.clear()  # resume on another worker: from the checkpoint of round 2
     assert e.resume()
-    assert enqueued[-1][0] == (e.pk, 3)
+    assert enqueued == []  # an inline run's rounds are never sent to a broker: run_inline goes on
     e = run_inline(e)
     assert e.status == Status.COMPLETED and _rounds(e) == [1, 2, 3, 4, 5]
 
