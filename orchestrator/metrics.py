@@ -19,41 +19,20 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from django.conf import settings
 from django.db.models import Count
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-DEFAULT_POLICY = "fifo"
+from orchestrator.candidates import policy_for
+
 # Rounds last from milliseconds (tiny CPU runs) to many minutes (large GPU cohorts).
 ROUND_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 # A row id seen this long ago has no uncommitted row with a smaller id left (a round is stored in
 # one autocommit INSERT of milliseconds; PostgreSQL hands out ids before commit, so order can differ).
 SETTLE_S = 60.0
 MB = 2**20
-
-
-def queue_policies() -> dict[str, str]:
-    """``{queue: policy}`` from the ``FEDWEB_POLICY`` setting (``cpu=srtf,gpu=pack``); a bare
-    policy name applies to every queue. Read defensively: the setting may be absent, a string or
-    a mapping; unnamed queues get ``fifo``."""
-    raw = getattr(settings, "FEDWEB_POLICY", "") or ""
-    if isinstance(raw, Mapping):
-        return {str(queue): str(policy) for queue, policy in raw.items()}
-    policies: dict[str, str] = {}
-    for item in str(raw).split(","):
-        queue, sep, policy = (part.strip() for part in item.partition("="))
-        if sep and queue and policy:
-            policies[queue] = policy
-        elif queue and not sep:
-            policies["*"] = queue
-    return policies
-
-
-def policy_of(queue: str, policies: dict[str, str]) -> str:
-    return policies.get(queue) or policies.get("*") or DEFAULT_POLICY
 
 
 @dataclass
@@ -151,13 +130,12 @@ def queue_metrics() -> list[Metric]:
     """Depth (experiments queued or running, as on the Workers page) and live workers per queue."""
     from orchestrator.queues import queue_states
 
-    policies = queue_policies()
     depth = GaugeMetricFamily(
         "fedweb_queue_depth", "Experiments queued or running on the queue", labels=["queue", "policy"]
     )
     live = GaugeMetricFamily("fedweb_queue_live_workers", "Live workers serving the queue", labels=["queue", "policy"])
     for state in queue_states():
-        labels = [state.name, policy_of(state.name, policies)]
+        labels = [state.name, policy_for(state.name)]
         depth.add_metric(labels, state.depth)
         live.add_metric(labels, len(state.workers))
     return [depth, live]

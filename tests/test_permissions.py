@@ -44,6 +44,9 @@ RIGHTS = {
 }
 
 
+PRIORITY = 7  # what the priority endpoints set, where allowed
+
+
 @dataclass(frozen=True)
 class Endpoint:
     id: str
@@ -65,6 +68,7 @@ PAGES = [
     Endpoint("experiment_resume", "page", "post", "experiment_resume", "control", status="paused", after="queued"),
     Endpoint("experiment_cancel", "page", "post", "experiment_cancel", "control", status="running", after="cancelled"),
     Endpoint("experiment_delete", "page", "post", "experiment_delete", "delete", after="deleted"),
+    Endpoint("experiment_priority", "page", "post", "experiment_priority", "control", after="prioritised"),
     Endpoint("experiment_rounds_csv", "page", "get", "experiment_rounds_csv", "read", link=True),
     Endpoint("experiment_rounds_json", "page", "get", "experiment_rounds_json", "read", link=True),
     Endpoint("experiment_report", "page", "get", "experiment_report", "read", link=True),
@@ -85,6 +89,7 @@ API = [
     Endpoint(
         "api_cancel", "api", "post", "/api/experiments/{pk}/cancel/", "control", status="running", after="cancelled"
     ),  # fmt: skip
+    Endpoint("api_priority", "api", "post", "/api/experiments/{pk}/priority/", "control", after="prioritised"),
     Endpoint("api_rounds", "api", "get", "/api/experiments/{pk}/rounds/", "read"),
     Endpoint("api_rounds_csv", "api", "get", "/api/experiments/{pk}/rounds.csv", "read"),
     Endpoint("api_teams", "api", "get", "/api/teams/", "login"),
@@ -130,9 +135,11 @@ def _page_request(endpoint: Endpoint, world, role: str):
     client = Client()
     if user := _user(world, role):
         client.force_login(user)
-    data = {"experiment_sharing_revoke": {"action": "revoke_link"}, "experiment_delete": {"confirm": "yes"}}.get(
-        endpoint.id, {}
-    )
+    data = {
+        "experiment_sharing_revoke": {"action": "revoke_link"},
+        "experiment_delete": {"confirm": "yes"},
+        "experiment_priority": {"priority": PRIORITY},
+    }.get(endpoint.id, {})
     return getattr(client, endpoint.method)(_page_url(endpoint, world, role), data)
 
 
@@ -147,6 +154,8 @@ def _api_request(endpoint: Endpoint, world, role: str):
     if endpoint.id == "api_create":
         body = {"name": "created", "spec": TINY_SPEC}
         return client.post(url, body, content_type="application/json", **headers)
+    if endpoint.id == "api_priority":
+        return client.post(url, {"priority": PRIORITY}, content_type="application/json", **headers)
     return getattr(client, endpoint.method)(url, **headers)
 
 
@@ -186,6 +195,8 @@ def _assert_effect(outcome: str, endpoint: Endpoint, world):
         assert Experiment.objects.filter(name="created").exists() == allowed
     elif endpoint.after == "revoked":
         assert (e.share_token is None) == allowed
+    elif endpoint.after == "prioritised":
+        assert (e.priority == PRIORITY) == allowed
     elif endpoint.after:
         assert e.status == (endpoint.after if allowed else endpoint.status)
     else:
