@@ -44,7 +44,7 @@ def execute_round(experiment_id: int, round_number: int, *, worker: str, report=
         events.publish_status(experiment)
     Worker.objects.filter(hostname=worker).update(current_experiment=experiment)
     try:
-        result, sim = runtime.run_round(experiment, round_number, report)
+        result, sim = runtime.train_round(experiment, round_number, report)
         metrics = result.to_dict()
         RoundMetric.record(experiment, metrics)
         if runtime.checkpoint_due(round_number, experiment.total_rounds):

@@ -76,6 +76,6 @@ def test_it_shares_the_plain_loop_and_learns_something():
     spec = quickstart_spec("cpu").replace(participation={"clients_per_round": 3})
     plain = PlainFedAvg(spec, build_data(spec.data, spec.seed), torch.device("cpu"))
     before = {k: v.clone() for k, v in plain.global_state.items()}
-    r = plain.run_round()
+    r = plain.next_round()
     assert r.clients == 3 and r.samples > 0 and math.isfinite(r.train_loss)
     assert any(not torch.equal(before[k], plain.global_state[k]) for k in before)
