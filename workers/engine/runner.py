@@ -222,10 +222,15 @@ class Simulation:
             epochs=spec.local.epochs,
             batch_size=spec.local.batch_size,
         )
-        parts = (self.broadcast_weights, self.residuals, self.update_sum)
         if spec.compute.isolation == "process":
             stats, self.child_peak_rss_mb = train_in_child(
-                spec, self.replicas, plans, *parts, vectorised=self.vectorised
+                spec,
+                self.replicas,
+                plans,
+                self.broadcast_weights,
+                self.residuals,
+                self.update_sum,
+                vectorised=self.vectorised,
             )
             return stats
         return train_plans(self.replicas, plans, self.broadcast_weights, self.uplink, self.residuals, self.update_sum)
