@@ -91,7 +91,7 @@ def run_engine(
     while not sim.done:
         if len(done) == warmup:
             t_timed = time.perf_counter()
-        r = sim.run_round()
+        r = sim.next_round()
         done.append(r)
         bar.update(1)
         bar.set_postfix(s_round=f"{r.round_seconds:.2f}", loss=f"{r.train_loss or 0:.3f}")

@@ -49,7 +49,7 @@ def measure(contender: str, size: str, device: str) -> dict[str, Any]:
         from workers.engine.runner import Simulation
 
         sim = Simulation(spec)
-        step = sim.run_round
+        step = sim.next_round
     else:
         from benchmarks.plain import PlainFedAvg
         from benchmarks.plain_vmap import VmapFedAvg
@@ -58,7 +58,7 @@ def measure(contender: str, size: str, device: str) -> dict[str, Any]:
         loop = (VmapFedAvg if contender == "vmap_loop" else PlainFedAvg)(
             spec, build_data(spec.data, spec.seed), torch.device(spec.compute.device)
         )
-        step = loop.run_round
+        step = loop.next_round
     step()  # warm-up: allocator, vmap tracing, first-touch of the data
     clients = samples = 0
     t0 = time.perf_counter()

@@ -37,8 +37,8 @@ def compare(spec: Spec, *, rounds: int, warmup: int = 1, desc: str = "engine vs 
     engine_s = plain_s = 0.0
     engine_clients = plain_clients = engine_samples = plain_samples = 0
     for i in tqdm(range(warmup + rounds), desc=desc, file=sys.stderr, leave=False, dynamic_ncols=True):
-        r = sim.run_round()
-        p = plain.run_round()
+        r = sim.next_round()
+        p = plain.next_round()
         if i < warmup:  # first rounds pay for kernel selection and allocator growth on both sides
             continue
         engine_s += r.train_seconds

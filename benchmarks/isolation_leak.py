@@ -47,8 +47,8 @@ def _rounds(spec: Spec, isolation: str, rounds: int) -> tuple[list, list[float |
     sim = Simulation(spec.replace(rounds=rounds, compute={"isolation": isolation}))
     results, child_peaks = [], []
     for _ in range(rounds):
-        results.append(sim.run_round())
-        child_peaks.append(getattr(sim, "child_peak_rss_mb", None))
+        results.append(sim.next_round())
+        child_peaks.append(sim.child_peak_rss_mb)
     sim.close()
     return results, child_peaks
 

@@ -46,7 +46,7 @@ class PlainFedAvg:
         self.torch_gen = torch.Generator().manual_seed(spec.seed)
         self.round = 0
 
-    def run_round(self) -> PlainRound:
+    def next_round(self) -> PlainRound:
         """Sample a cohort, train each client in turn, average; time it all (synchronised on CUDA)."""
         self.round += 1
         cohort = self.rng.choice(self.data.num_clients, size=self.spec.cohort_size(self.round), replace=False)

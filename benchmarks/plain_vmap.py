@@ -43,7 +43,7 @@ class VmapFedAvg:
         loss = per_row.sum() / mask.sum().clamp(min=1)
         return loss, loss.detach()
 
-    def run_round(self) -> PlainRound:
+    def next_round(self) -> PlainRound:
         self.round += 1
         cohort = self.rng.choice(self.data.num_clients, size=self.spec.cohort_size(self.round), replace=False)
         _sync(self.device)

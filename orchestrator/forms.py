@@ -1,4 +1,4 @@
-"""The new-experiment form: one field per spec field, generated from the engine's ``field_help()``.
+"""The new-experiment form: one field per spec field, generated from the engine's ``spec_fields()``.
 
 Field names are the dotted spec names with ``__`` for the dot (``data__alpha``), so an engine
 ``SpecError("data.alpha", ...)`` lands next to the right input. ``clean()`` builds the spec dict
@@ -16,7 +16,7 @@ from fedweb import inputs
 from orchestrator.access import teams_for_creation
 from orchestrator.limits import check_new_spec
 from orchestrator.models import check_team_visibility
-from workers.engine.spec import SECTIONS, Spec, SpecError, field_help
+from workers.engine.spec import SECTIONS, Spec, SpecError, spec_fields
 
 # Derived from the algorithm; showing it would only let the two disagree.
 HIDDEN_SPEC_FIELDS = {"algorithm.server_optimizer"}
@@ -89,7 +89,7 @@ def fieldsets() -> list[tuple[str, list[str]]]:
     """(section, [form field names]) in spec order, the general fields first."""
     sets = [("general", [form_name(f) for f in GENERAL_FIELDS])]
     for section in SECTIONS:
-        names = [form_name(d) for d in field_help() if d.startswith(section + ".") and d not in HIDDEN_SPEC_FIELDS]
+        names = [form_name(d) for d in spec_fields() if d.startswith(section + ".") and d not in HIDDEN_SPEC_FIELDS]
         sets.append((section, names))
     return sets
 
@@ -101,7 +101,7 @@ def spec_initial(spec: dict) -> dict:
     """
     full = Spec.from_stored(spec).to_dict()
     initial = {}
-    for dotted in field_help():
+    for dotted in spec_fields():
         section, _, name = dotted.partition(".")
         initial[form_name(dotted)] = full[section][name] if name else full[section]
     return initial
@@ -125,7 +125,7 @@ class ExperimentForm(forms.Form):
         if preview:  # the live previews only need the spec
             for name in ("name", "description", "tags"):
                 self.fields[name].required = False
-        for dotted, meta in field_help().items():
+        for dotted, meta in spec_fields().items():
             if dotted not in HIDDEN_SPEC_FIELDS:
                 self.fields[form_name(dotted)] = spec_field(dotted, meta)
         self.spec: Spec | None = None
@@ -158,11 +158,11 @@ class ExperimentForm(forms.Form):
 
     def spec_dict(self) -> dict:
         spec: dict = {}
-        for dotted in field_help():
+        for dotted in spec_fields():
             if dotted in HIDDEN_SPEC_FIELDS:
                 continue
             value = self.cleaned_data.get(form_name(dotted))
-            if value == "" and field_help()[dotted]["nullable"]:
+            if value == "" and spec_fields()[dotted]["nullable"]:
                 value = None
             section, _, name = dotted.partition(".")
             if name:

@@ -9,7 +9,6 @@ are replayed (the engine is deterministic given its state, so replay reproduces 
 from __future__ import annotations
 
 import gc
-import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,12 +40,13 @@ class RoundFailed(Exception):
     """A round that cannot be run; the message is shown to the user as is."""
 
 
-def run_round(experiment: Experiment, round_number: int, log_line: LogLine) -> tuple[RoundResult, Simulation]:
-    """Run ``round_number``; on CUDA out-of-memory retry it with half the client group size."""
+def train_round(experiment: Experiment, round_number: int, log_line: LogLine) -> tuple[RoundResult, Simulation]:
+    """Train ``round_number`` of ``experiment`` on this worker; on CUDA out-of-memory retry it with
+    half the client group size. Returns the round's result and the simulation (for a checkpoint)."""
     entry = _simulation_for(experiment, round_number, log_line)
     while True:
         try:
-            return entry.sim.run_round(), entry.sim
+            return entry.sim.next_round(), entry.sim
         except torch.OutOfMemoryError:
             forget(experiment.pk)  # its state is unknown after a failed round: rebuild
             if entry.group_size <= 1:
@@ -94,7 +94,7 @@ def _rebuild(experiment: Experiment, want: int, log_line: LogLine, group_size: i
     if sim.round < want:
         log_line("info", f"Rebuilt from {origin}; replaying rounds {sim.round + 1}..{want}")
     while sim.round < want:
-        sim.run_round()  # already recorded: the results are discarded, only the state matters
+        sim.next_round()  # already recorded: the results are discarded, only the state matters
     return _Entry(sim, group_size)
 
 
@@ -116,13 +116,13 @@ def checkpoint_due(round_number: int, total_rounds: int) -> bool:
 
 
 def save_checkpoint(experiment: Experiment, sim: Simulation) -> Checkpoint:
-    """Write the simulation's state atomically, record it, and keep only the newest few files."""
-    folder = checkpoint_folder(experiment.pk)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"round-{sim.round:06d}.safetensors"
-    tmp = folder / f".round-{sim.round:06d}.tmp"
-    size = sim.save_checkpoint(str(tmp))
-    os.replace(tmp, path)  # a crash mid-write never leaves a truncated checkpoint behind
+    """Write the simulation's state, record it, and keep only the newest few files.
+
+    ``Simulation.save_checkpoint`` writes atomically (workers.engine.checkpoint): a crash mid-write
+    never leaves a truncated file under the name recorded here.
+    """
+    path = checkpoint_folder(experiment.pk) / f"round-{sim.round:06d}.safetensors"
+    size = sim.save_checkpoint(path)
     checkpoint, _ = Checkpoint.objects.update_or_create(
         experiment=experiment, round=sim.round, defaults={"path": str(path), "size_bytes": size}
     )

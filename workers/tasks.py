@@ -63,7 +63,7 @@ def _execute(experiment_id: int, round_number: int, worker: str, log_line):
         events.publish_status(experiment)
     Worker.objects.filter(hostname=worker).update(current_experiment=experiment)
     try:
-        result, sim = runtime.run_round(experiment, round_number, log_line)
+        result, sim = runtime.train_round(experiment, round_number, log_line)
         metrics = result.to_dict()
         RoundMetric.record(experiment, metrics)
         if runtime.checkpoint_due(round_number, experiment.total_rounds):

@@ -23,7 +23,7 @@ from accounts.models import Invitation, Membership, Team
 from orchestrator.models import Experiment, LogEntry, RoundMetric
 from tests.accounts.world import make_world
 from tests.dashboard.test_forms import form_data
-from workers.engine.spec import field_help
+from workers.engine.spec import spec_fields
 
 pytestmark = pytest.mark.django_db
 
@@ -34,7 +34,7 @@ HOSTILE = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
 )
-SPEC_FIELDS = sorted(field_help())
+SPEC_FIELDS = sorted(spec_fields())
 FORM_FIELDS = [name.replace(".", "__") for name in SPEC_FIELDS]
 
 # -- strategies ------------------------------------------------------------------------------------

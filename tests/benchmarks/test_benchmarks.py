@@ -76,7 +76,7 @@ def test_it_shares_the_plain_loop_and_learns_something():
     spec = quickstart_spec("cpu").replace(participation={"clients_per_round": 3})
     plain = PlainFedAvg(spec, build_data(spec.data, spec.seed), torch.device("cpu"))
     before = {k: v.clone() for k, v in plain.global_state.items()}
-    r = plain.run_round()
+    r = plain.next_round()
     assert r.clients == 3 and r.samples > 0 and math.isfinite(r.train_loss)
     assert any(not torch.equal(before[k], plain.global_state[k]) for k in before)
 
@@ -108,9 +108,9 @@ def test_it_trains_every_client_with_the_vectorised_loop():
     )
     data = build_data(spec.data, spec.seed)
     loop = VmapFedAvg(spec, data, torch.device("cpu"))
-    first = loop.run_round()
+    first = loop.next_round()
     sizes, epochs = data.offsets.diff(), spec.local.epochs
     assert first.clients == spec.cohort_size(1)  # every sampled client trains every local epoch:
     assert epochs * first.clients * int(sizes.min()) <= first.samples <= epochs * first.clients * int(sizes.max())
-    rounds = [loop.run_round() for _ in range(7)]
+    rounds = [loop.next_round() for _ in range(7)]
     assert rounds[-1].train_loss < first.train_loss  # it learns

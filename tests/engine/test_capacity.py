@@ -55,7 +55,7 @@ gc.collect()
 base = kb("VmRSS")
 open("/proc/self/clear_refs", "w").write("5")  # reset the peak (VmHWM) to the current RSS
 sim = Simulation(spec)
-sim.run_round()
+sim.next_round()
 print(json.dumps({"round_bytes": kb("VmHWM") - base - sim.replicas[0].data.nbytes()}))
 """
 

@@ -30,7 +30,7 @@ def small(**changes) -> Spec:
 def test_it_returns_every_round_result_field():
     sim = Simulation(small(rounds=1))
 
-    result = sim.run_round().to_dict()
+    result = sim.next_round().to_dict()
 
     assert tuple(result) == ROUND_RESULT_FIELDS
     assert result["round"] == 1 and result["participants"] == 6 and result["completed"] == 6
@@ -58,7 +58,7 @@ def test_it_trains_the_same_model_vectorised_and_sequentially(changes):
     seq = Simulation(small(compute={"training": "sequential"}, **changes))
 
     for _ in range(3):
-        a, b = vec.run_round(), seq.run_round()
+        a, b = vec.next_round(), seq.next_round()
         assert a.samples == b.samples
 
     assert vec.vectorised and not seq.vectorised
@@ -81,7 +81,7 @@ def test_it_counts_dropouts_and_stragglers():
         small(rounds=1, heterogeneity={"dropout": 0.5, "straggler_fraction": 1 / 3, "straggler_policy": "drop"})
     )
 
-    result = sim.run_round()
+    result = sim.next_round()
 
     assert (result.participants, result.dropped, result.stragglers, result.completed) == (6, 5, 2, 1)
     assert result.bytes_up == sim.uplink.payload_bytes() * 1
@@ -92,7 +92,7 @@ def test_it_survives_a_round_where_every_client_drops_out():
     sim = Simulation(small(rounds=1, heterogeneity={"dropout": 1.0}))
     before = sim.global_flat.clone()
 
-    result = sim.run_round()
+    result = sim.next_round()
 
     assert result.completed == 0 and result.train_loss is None and result.bytes_up == 0
     assert torch.equal(before, sim.global_flat)
@@ -104,7 +104,7 @@ def test_it_measures_encoded_bytes(codec):
     P, tensors = sim.num_params, len(sim.layout)
     expected = {"fp32": 4 * P, "fp16": 2 * P, "int8": P + 8 * tensors, "topk": 8 * math.ceil(0.01 * P)}[codec] + 16
 
-    result = sim.run_round()
+    result = sim.next_round()
 
     assert result.bytes_up == expected * result.completed
     assert result.bytes_down == expected * result.participants

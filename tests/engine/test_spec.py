@@ -3,7 +3,7 @@ import json
 import pytest
 
 from workers.engine.presets import PRESETS, preset_spec
-from workers.engine.spec import Spec, SpecError, field_help
+from workers.engine.spec import Spec, SpecError, spec_fields
 
 
 def test_it_fills_every_default():
@@ -70,7 +70,7 @@ def test_it_uses_the_schedule_for_cohort_sizes():
 
 
 def test_it_documents_every_field():
-    help = field_help()
+    help = spec_fields()
 
     assert help["data.alpha"]["default"] == 0.5
     assert help["local.batch_size"]["type"] == "int"
@@ -83,7 +83,7 @@ def test_it_builds_every_preset():
 
 
 NUMERIC_FIELDS = [
-    name for name, meta in field_help().items() if meta["type"] in ("int", "float") and not meta["choices"]
+    name for name, meta in spec_fields().items() if meta["type"] in ("int", "float") and not meta["choices"]
 ]
 
 
@@ -93,7 +93,7 @@ def _nested(dotted: str, value) -> dict:
 
 
 def test_it_bounds_every_numeric_field_on_both_sides():
-    help = field_help()
+    help = spec_fields()
     assert NUMERIC_FIELDS and all(help[f]["min"] is not None and help[f]["max"] is not None for f in NUMERIC_FIELDS)
 
 

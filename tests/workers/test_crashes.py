@@ -27,7 +27,7 @@ def _reference(spec: dict) -> list[tuple]:
     torch.set_num_threads(1)  # as in the workers (OMP_NUM_THREADS=1): the same arithmetic order
     try:
         sim = Simulation(Experiment(spec=spec).parsed_spec())
-        results = [sim.run_round().to_dict() for _ in range(spec["rounds"])]
+        results = [sim.next_round().to_dict() for _ in range(spec["rounds"])]
     finally:
         torch.set_num_threads(threads)
     return [tuple(r[k] for k in COMPARED) for r in results]

@@ -73,7 +73,7 @@ def test_it_recovers_from_a_worker_killed_during_round_3(user, workers):
     torch.set_num_threads(1)  # as in the worker (OMP_NUM_THREADS=1): same arithmetic order
     try:
         sim = Simulation(e.parsed_spec())
-        reference = [sim.run_round() for _ in range(10)][-1]
+        reference = [sim.next_round() for _ in range(10)][-1]
     finally:
         torch.set_num_threads(threads)
     assert (final.test_loss, final.test_accuracy) == (reference.test_loss, reference.test_accuracy)

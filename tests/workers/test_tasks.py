@@ -95,16 +95,16 @@ def test_it_keeps_the_cache_bounded(user):
 
 
 def _oom_when(monkeypatch, should_fail):
-    original = Simulation.run_round
+    original = Simulation.next_round
     calls = []
 
-    def run_round(sim):
+    def next_round(sim):
         calls.append((sim.round + 1, sim.spec.compute.client_group_size))
         if should_fail(sim):
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return original(sim)
 
-    monkeypatch.setattr(Simulation, "run_round", run_round)
+    monkeypatch.setattr(Simulation, "next_round", next_round)
     return calls
 
 
@@ -142,7 +142,7 @@ def test_it_marks_the_experiment_failed_with_a_readable_message(user, monkeypatc
     def broken(sim):
         raise ValueError("loss is NaN")
 
-    monkeypatch.setattr(Simulation, "run_round", broken)
+    monkeypatch.setattr(Simulation, "next_round", broken)
     e = _inline(_experiment(user))
     assert e.status == Status.FAILED
     assert e.error == "Round 1 failed: ValueError: loss is NaN"
@@ -150,15 +150,15 @@ def test_it_marks_the_experiment_failed_with_a_readable_message(user, monkeypatc
 
 
 def _request_during_round(monkeypatch, round_number, action):
-    original = runtime.run_round
+    original = runtime.train_round
 
-    def run_round(experiment, r, log_line):
+    def train_round(experiment, r, log_line):
         out = original(experiment, r, log_line)
         if r == round_number:
             getattr(Experiment.objects.get(pk=experiment.pk), action)(by="alice")
         return out
 
-    monkeypatch.setattr(runtime, "run_round", run_round)
+    monkeypatch.setattr(runtime, "train_round", train_round)
     return original
 
 
@@ -166,7 +166,7 @@ def test_it_pauses_at_the_round_boundary_and_resumes_without_gaps(user, monkeypa
     original = _request_during_round(monkeypatch, 2, "pause")
     e = _inline(_experiment(user))
     assert e.status == Status.PAUSED and _rounds(e) == [1, 2]  # the running round is kept
-    monkeypatch.setattr(runtime, "run_round", original)
+    monkeypatch.setattr(runtime, "train_round", original)
     runtime._cache.clear()  # resume on another worker: from the checkpoint of round 2
     assert e.resume()
     assert enqueued == []  # an inline run's rounds are never sent to a broker: run_inline goes on

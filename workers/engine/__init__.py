@@ -4,7 +4,7 @@ Public API::
 
     from workers.engine import Spec, Simulation, RoundResult, presets
     sim = Simulation(Spec.from_dict({...}))
-    result = sim.run_round()          # one RoundResult
+    result = sim.next_round()          # one RoundResult
     sim.save_checkpoint(path)         # safetensors + JSON metadata, no pickle
     sim = Simulation.from_checkpoint(path)
 

@@ -102,7 +102,7 @@ def _run(args) -> int:
         )
         with ProgressBar(sim.spec.rounds, initial=sim.round, label=label, enabled=not args.quiet) as bar:
             while not sim.done and (args.stop_after is None or sim.round < args.stop_after):
-                result = sim.run_round()
+                result = sim.next_round()
                 print(json.dumps(result.to_dict()), flush=True)
                 bar.update(result)
         if len(sims) > 1:

@@ -90,7 +90,7 @@ class Codec:
         return decoded if out is None else out.copy_(decoded)
 
     def encode_one(self, x: Tensor) -> bytes:
-        """Encode one flat vector ``[P]`` into bytes (host side; for tests and the CLI)."""
+        """Encode one flat vector ``[P]`` into bytes (host side: the wire format, as the tests check it)."""
         return self.encode(x.reshape(1, -1)).cpu().numpy().tobytes()
 
     def decode_one(self, data: bytes) -> Tensor:

@@ -14,7 +14,7 @@ is ``python -m workers.engine.isolation_child``, a fresh interpreter like a ``sp
 it is ours alone:
 
 * its job arrives as a pickle on its stdin; every CPU tensor in it (data, the model clients
-  received, the accumulator, error-feedback residuals, the plans) is moved once into POSIX shared
+  received, the sum of their updates, error-feedback residuals, the plans) is moved once into POSIX shared
   memory (``share_memory_``, as ``torch.multiprocessing`` does) and its file descriptor is
   inherited by the child (``pass_fds``): nothing large is copied, nothing is named in /dev/shm,
   and the memory is freed when the last process holding it exits, however it exits. CUDA tensors
@@ -29,7 +29,7 @@ it is ours alone:
   so the worker's retry with a smaller client group still applies.
 
 Cost: one interpreter start and ``import torch`` per round (measured in README.md). After an
-isolated round ``sim.child_peak_rss_mb`` holds the child's peak resident memory; the round's
+isolated round ``Simulation.child_peak_rss_mb`` holds the child's peak resident memory; the round's
 ``rss_mb`` is the parent's, which is what stays flat when user code leaks.
 """
 
@@ -42,44 +42,58 @@ import pickle
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
 import torch
 
-if TYPE_CHECKING:
-    from workers.engine.plan import GroupPlan
-    from workers.engine.runner import Simulation
+from workers.engine.plan import GroupPlan
+from workers.engine.spec import Spec
+from workers.engine.training import DeviceReplica
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD_MODULE = "workers.engine.isolation_child"
 
 
-def train_in_child(sim: Simulation, plans: list[GroupPlan]) -> dict[str, torch.Tensor]:
-    """Train ``plans`` in a fresh process; returns the loss, weight and sample sums as in-process."""
+def train_in_child(
+    spec: Spec,
+    replicas: Sequence[DeviceReplica],
+    plans: Sequence[GroupPlan],
+    broadcast_weights: torch.Tensor,
+    residuals: torch.Tensor | None,
+    update_sum: torch.Tensor,
+    *,
+    vectorised: bool,
+) -> tuple[dict[str, torch.Tensor], float | None]:
+    """:func:`~workers.engine.training.train_plans` in a fresh process, writing into the same tensors.
+
+    Returns the loss, weight and sample sums (as in-process) and the child's peak resident memory
+    in MB. The replicas' loss scales come back updated.
+    """
     job = {
-        "spec": sim.spec.to_dict(),
-        "vectorised": sim.vectorised,
+        "spec": spec.to_dict(),
+        "vectorised": vectorised,
         "threads": torch.get_num_threads(),  # the same arithmetic order as in-process training
-        "devices": [str(r.device) for r in sim.replicas],
-        "data": [r.data for r in sim.replicas],
-        "scales": [r.trainer.scaler.scale for r in sim.replicas],
-        "received": sim.received,
-        "residuals": sim.residuals,
-        "acc": sim.acc,
+        "devices": [str(r.device) for r in replicas],
+        "data": [r.data for r in replicas],
+        "scales": [r.trainer.scaler.scale for r in replicas],
+        "broadcast_weights": broadcast_weights,
+        "residuals": residuals,
+        "update_sum": update_sum,
         "plans": plans,
     }
     payload, fds = dumps_shared(job)
     outcome = run_child(payload, fds)
-    if sim.device.type == "cuda":
+    if update_sum.device.type == "cuda":
         torch.cuda.ipc_collect()  # free blocks the child had opened, now that it has closed them
-    sim.child_peak_rss_mb = outcome.get("peak_rss_mb")
     if "error" in outcome:
         message = f"client training failed in the isolated process: {outcome['error']}"
         raise torch.OutOfMemoryError(message) if outcome.get("out_of_memory") else RuntimeError(message)
-    for replica, scale in zip(sim.replicas, outcome["scales"], strict=True):
+    for replica, scale in zip(replicas, outcome["scales"], strict=True):
         replica.trainer.scaler.scale = scale
-    return {k: torch.tensor(outcome[k], device=sim.device) for k in ("loss", "weight", "samples")}
+    stats = {k: torch.tensor(outcome[k], device=update_sum.device) for k in ("loss", "weight", "samples")}
+    return stats, outcome.get("peak_rss_mb")
 
 
 def run_child(payload: bytes, fds: set[int]) -> dict:

@@ -19,8 +19,12 @@ from pathlib import Path
 
 import torch
 
+from workers.engine.codecs import make_codec
 from workers.engine.isolation import load_shared
+from workers.engine.models import build_model
 from workers.engine.plugins import load_plugins
+from workers.engine.spec import Spec
+from workers.engine.training import make_replica, train_plans
 
 _PR_SET_PDEATHSIG = 1
 _PARENT_GONE = 70
@@ -83,11 +87,6 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _train(job: dict) -> dict:
-    from workers.engine.codecs import make_codec
-    from workers.engine.models import build_model
-    from workers.engine.runner import make_replica, train_plans
-    from workers.engine.spec import Spec
-
     torch.set_num_threads(job["threads"])
     spec = Spec.from_dict(job["spec"])
     first = job["data"][0]
@@ -100,10 +99,10 @@ def _train(job: dict) -> dict:
         replica.trainer.scaler.scale = scale
     layout = [p.numel() for p in model.parameters()]
     uplink = make_codec(spec.communication.uplink, layout, spec.communication.topk_ratio)
-    stats = train_plans(replicas, job["plans"], job["received"], uplink, job["residuals"], job["acc"])
+    stats = train_plans(replicas, job["plans"], job["broadcast_weights"], uplink, job["residuals"], job["update_sum"])
     out = {k: float(v) for k, v in stats.items()}
     for d in {r.device for r in replicas if r.device.type == "cuda"}:
-        torch.cuda.synchronize(d)  # the parent reads acc and residuals as soon as we answer
+        torch.cuda.synchronize(d)  # the parent reads update_sum and residuals as soon as we answer
     out["scales"] = [r.trainer.scaler.scale for r in replicas]
     return out
 

@@ -128,6 +128,18 @@ def plan_group(
     )
 
 
+def plan_groups(
+    rng: np.random.Generator, cohort: Cohort, offsets: np.ndarray, *, group_size: int, epochs: int, batch_size: int
+) -> list[GroupPlan]:
+    """Cut the cohort's trained clients into groups of at most ``group_size`` and plan each one."""
+    plans = []
+    for first in range(0, len(cohort.trained), group_size):
+        ids, steps = cohort.trained[first : first + group_size], cohort.steps[first : first + group_size]
+        slots = bucket(len(ids), group_size)
+        plans.append(plan_group(rng, ids, steps, offsets, epochs=epochs, batch_size=batch_size, slots=slots))
+    return plans
+
+
 def bucket(n: int, group_size: int) -> int:
     """Padded slot count for a group of ``n`` clients: the next power of two, capped at the group size.
 

@@ -46,22 +46,6 @@ def reset_peak(device: torch.device | str) -> None:
         torch.cuda.reset_peak_memory_stats(_cuda_index(device))
 
 
-def device_info() -> list[dict[str, Any]]:
-    """The GPUs this process can use, for worker heartbeats: index, name, total_mb, used_mb.
-
-    Indices are PyTorch's (as in ``cuda:N``). ``used_mb`` comes from NVML and is None without
-    it. An empty list on a CPU-only host.
-    """
-    if not torch.cuda.is_available():
-        return []
-    gpus = []
-    for index in range(torch.cuda.device_count()):
-        props = torch.cuda.get_device_properties(index)
-        used, _ = _nvml_memory(index)
-        gpus.append({"index": index, "name": props.name, "total_mb": props.total_memory / _MB, "used_mb": used})
-    return gpus
-
-
 def _cuda_index(device: torch.device) -> int:
     return device.index if device.index is not None else torch.cuda.current_device()
 

@@ -20,7 +20,7 @@ class RoundResult:
     test_accuracy: float | None
     bytes_down: int  # encoded payload bytes sent to the cohort
     bytes_up: int  # encoded payload bytes received from reporting clients
-    bytes_formula: int  # uncompressed fp32 estimate: 4·params·(cohort down + reporting clients up)
+    bytes_formula: int  # uncompressed fp32 estimate for the whole cohort: see fp32_bytes_formula
     round_seconds: float
     train_seconds: float
     samples: int  # training samples processed (sum over clients and local steps)
@@ -32,11 +32,20 @@ class RoundResult:
     device: str
 
     def to_dict(self) -> dict:
+        """The record as JSON-able values, keyed in ``ROUND_RESULT_FIELDS`` order."""
         return dataclasses.asdict(self)
 
-    @classmethod
-    def from_dict(cls, d: dict) -> RoundResult:
-        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls)})
 
-
+# The round record's columns, declared once (by the dataclass above): whatever lists them (the API
+# serializer, the CSV downloads, the Round model's conversions) takes them from this tuple.
 ROUND_RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(RoundResult))
+
+
+def fp32_bytes_formula(num_params: int, cohort_size: int) -> int:
+    """DESIGN.md's bandwidth formula for one round, with uncompressed fp32 weights (4 bytes each).
+
+    (model sent down + update sent up) × sampled clients = 2 · 4 · params · cohort. It counts an
+    upload for every sampled client, as a user computing it beforehand would: dropped clients and
+    stragglers are what the measured ``bytes_up`` shows beside it.
+    """
+    return 8 * num_params * cohort_size

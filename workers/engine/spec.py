@@ -1,18 +1,21 @@
-"""The experiment spec: frozen dataclasses built from JSON, with a default for every field.
+"""The experiment spec's schema: frozen dataclasses with a default, a help text and bounds per field.
 
 ``Spec.from_dict(d)`` validates and fills defaults; ``spec.to_dict()`` gives back JSON that
-``from_dict`` turns into an equal spec. Every error is a :class:`SpecError` whose message starts
-with the dotted name of the field (``data.alpha must be > 0``), so forms and the API can put it
-next to the right input.
+``from_dict`` turns into an equal spec. The per-field checks (types, ranges, lengths) are done
+by :mod:`workers.engine.validation` from each field's metadata; the rules that tie fields
+together are here, beside the fields they name. Every error is a :class:`SpecError` whose
+message starts with the dotted name of the field (``data.alpha must be > 0``), so forms and the
+API can put it next to the right input.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
+
+from workers.engine.validation import SpecError, build, describe_fields
 
 DATASETS = ("digits", "synthetic", "synthetic_images", "emnist_h5", "femnist_leaf", "cifar10", "tokens")
 PARTITIONS = ("iid", "dirichlet", "shards", "natural")
@@ -34,16 +37,8 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 TRAINING_MODES = ("auto", "vectorized", "sequential")
 
 
-class SpecError(ValueError):
-    """An invalid spec. ``field`` is the dotted path of the offending field."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field} {message}")
-        self.field = field
-        self.message = message
-
-
 def _meta(help: str, *, choices=None, min=None, max=None, min_open=False, nullable=False, max_length=None):
+    # The keys workers.engine.validation reads; spec_fields() hands them to the form as they are.
     return {
         "help": help,
         "choices": choices,
@@ -202,18 +197,7 @@ class Spec:
         d = {} if d is None else d
         if not isinstance(d, dict):
             raise SpecError("spec", "must be a JSON object")
-        _reject_unknown(d, cls, "")
-        kwargs: dict[str, Any] = {}
-        for f in fields(cls):
-            if f.name in SECTIONS:
-                sub = d.get(f.name, {})
-                if not isinstance(sub, dict):
-                    raise SpecError(f.name, "must be an object")
-                _reject_unknown(sub, SECTIONS[f.name], f.name + ".")
-                kwargs[f.name] = _build_section(SECTIONS[f.name], sub, f.name, bounds)
-            elif f.name in d:
-                kwargs[f.name] = _coerce(f, d[f.name], f.name, bounds)
-        spec = cls(**kwargs)
+        spec = build(cls, d, bounds=bounds)
         spec._check_cross_fields(d)
         return spec
 
@@ -299,105 +283,7 @@ def _check_device(device: str) -> None:
     raise SpecError("compute.device", f"must be auto, cpu, cuda, cuda:N or cuda:all, not {device!r}")
 
 
-def _reject_unknown(d: dict, cls, prefix: str) -> None:
-    known = {f.name for f in fields(cls)}
-    for key in d:
-        if key not in known:
-            raise SpecError(f"{prefix}{key}", "is not a known field")
-
-
-def _build_section(cls, d: dict, prefix: str, bounds: bool = True):
-    kwargs = {f.name: _coerce(f, d[f.name], f"{prefix}.{f.name}", bounds) for f in fields(cls) if f.name in d}
-    return cls(**kwargs)
-
-
-def _coerce(f: dataclasses.Field, value: Any, name: str, bounds: bool = True) -> Any:
-    """Check ``value`` against the field's type and metadata; return the domain value."""
-    meta = f.metadata
-    if value is None:
-        if meta.get("nullable"):
-            return None
-        raise SpecError(name, "must not be null")
-    kind = _kind_of(f)
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise SpecError(name, "must be true or false")
-    elif kind is int:
-        if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float) and value.is_integer())):
-            raise SpecError(name, "must be an integer")
-        value = int(value)
-    elif kind is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
-            raise SpecError(name, "must be a number")
-        value = float(value)
-    elif kind is str:
-        if not isinstance(value, str):
-            raise SpecError(name, "must be a string")
-    elif kind is list:
-        if not isinstance(value, list) or not value:
-            raise SpecError(name, "must be a non-empty list of integers")
-        _check_length(meta, value, name, bounds)
-        for v in value:
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise SpecError(name, "must be a non-empty list of integers")
-        return list(value)
-    _check_length(meta, value, name, bounds and kind is str)
-    _check_range(meta, value, name, bounds)
-    return value
-
-
-def _check_length(meta: dict, value: Any, name: str, bounds: bool) -> None:
-    # Checked before anything walks the value, so a huge list or string costs nothing more.
-    limit = meta.get("max_length")
-    if bounds and limit is not None and len(value) > limit:
-        raise SpecError(
-            name, f"is too long: at most {limit:,} {'entries' if isinstance(value, list) else 'characters'}"
-        )
-
-
-def _finite(value: int | float) -> bool:
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # an integer beyond any float (10**400)
-        return False
-
-
-def _kind_of(f: dataclasses.Field):
-    t = str(f.type)
-    for name, kind in (("bool", bool), ("list", list), ("int", int), ("float", float), ("str", str)):
-        if t.startswith(name):
-            return kind
-    raise TypeError(f"unsupported spec field type {t}")
-
-
-def _check_range(meta: dict, value: Any, name: str, bounds: bool = True) -> None:
-    choices = meta.get("choices")
-    if choices is not None and value not in choices:
-        raise SpecError(name, f"must be one of {', '.join(map(str, choices))}, not {str(value)[:40]!r}")
-    if not bounds:
-        return
-    lo, hi = meta.get("min"), meta.get("max")
-    if lo is not None:
-        if meta.get("min_open") and not value > lo:
-            raise SpecError(name, f"must be > {lo}")
-        if not meta.get("min_open") and value < lo:
-            raise SpecError(name, f"must be >= {lo}")
-    if hi is not None and value > hi:
-        raise SpecError(name, f"must be <= {hi}")
-
-
-def field_help() -> dict[str, dict[str, Any]]:
-    """Every field's help text, default and constraints, keyed by dotted name (for forms)."""
-    out: dict[str, dict[str, Any]] = {}
-    defaults = Spec().to_dict()
-    for f in fields(Spec):
-        if f.name in SECTIONS:
-            for sf in fields(SECTIONS[f.name]):
-                out[f"{f.name}.{sf.name}"] = {
-                    **sf.metadata,
-                    "default": defaults[f.name][sf.name],
-                    "type": _kind_of(sf).__name__,
-                }
-        else:
-            out[f.name] = {**f.metadata, "default": defaults[f.name], "type": _kind_of(f).__name__}
-    return out
+def spec_fields() -> dict[str, dict[str, Any]]:
+    """Every spec field by dotted name (``data.alpha``): its help text, default, JSON type and
+    constraints (choices, min/max, nullable, max_length), in form order."""
+    return describe_fields(Spec)

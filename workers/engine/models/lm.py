@@ -18,7 +18,6 @@ LAYERS = 6
 HEADS = 4
 D_MLP = 512
 ROTARY_DIMS = (D_MODEL // HEADS) // 4
-MAX_SEQ_LEN = 2048
 
 
 def _rotary(x: torch.Tensor) -> torch.Tensor:
@@ -64,7 +63,7 @@ class Layer(nn.Module):
 
 
 class LM14M(nn.Module):
-    """Token ids [B, T] (int64, T ≤ 2048) → next-token logits [B, T, 50304]."""
+    """Token ids [B, T] (int64, T ≤ the spec's data.seq_len bound) → next-token logits [B, T, 50304]."""
 
     vmappable = True
     takes_tokens = True  # input is int64 token ids, not float features

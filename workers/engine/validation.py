@@ -1,0 +1,153 @@
+"""The spec validator: JSON values checked and coerced into frozen dataclasses, by field metadata.
+
+Generic over the schema: it reads each dataclass field's type and ``metadata`` and knows nothing
+of what the fields mean, so :mod:`workers.engine.spec` (the schema) can call it without an
+import loop. The metadata keys it reads, all optional:
+
+``choices`` (allowed values), ``min``/``max`` (inclusive bounds; ``min_open`` makes ``min``
+exclusive), ``nullable`` (``None`` allowed), ``max_length`` (of a string or a list), ``help``.
+
+A field whose ``default_factory`` is a dataclass is a section: a nested JSON object validated
+the same way. Every error is a :class:`SpecError` whose message starts with the field's dotted
+name (``data.alpha must be > 0``), so forms and the API can put it next to the right input.
+
+Hand-written rather than pydantic: the dotted messages, the JSON number rules (3.0 is an
+integer, ``true`` is not, 1e400 is not a number) and the bounds-off path for stored specs would
+each need custom code on top of pydantic, and the engine keeps its dependencies to PyTorch/NumPy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+
+class SpecError(ValueError):
+    """An invalid spec. ``field`` is the dotted path of the offending field."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field} {message}")
+        self.field = field
+        self.message = message
+
+
+def build(cls: type, d: dict[str, Any], *, bounds: bool, prefix: str = "") -> Any:
+    """Validate the JSON object ``d`` into an instance of dataclass ``cls``; missing fields take
+    their defaults. ``prefix`` is prepended to field names in errors (``"data."``).
+
+    ``bounds=False`` skips numeric ranges and lengths (types and choices still apply).
+    """
+    known = {f.name for f in dataclasses.fields(cls)}
+    for key in d:
+        if key not in known:
+            raise SpecError(f"{prefix}{key}", "is not a known field")
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        section = section_of(f)
+        if section is not None:
+            sub = d.get(f.name, {})
+            if not isinstance(sub, dict):
+                raise SpecError(f"{prefix}{f.name}", "must be an object")
+            kwargs[f.name] = build(section, sub, bounds=bounds, prefix=f"{prefix}{f.name}.")
+        elif f.name in d:
+            kwargs[f.name] = coerce(f, d[f.name], f"{prefix}{f.name}", bounds)
+    return cls(**kwargs)
+
+
+def section_of(f: dataclasses.Field) -> type | None:
+    """The dataclass of a section field (one built by ``default_factory=SomeDataclass``), else None."""
+    factory = f.default_factory
+    return factory if isinstance(factory, type) and dataclasses.is_dataclass(factory) else None
+
+
+def coerce(f: dataclasses.Field, value: Any, name: str, bounds: bool = True) -> Any:
+    """Check ``value`` against the field's type and metadata; return the domain value."""
+    meta = f.metadata
+    if value is None:
+        if meta.get("nullable"):
+            return None
+        raise SpecError(name, "must not be null")
+    kind = kind_of(f)
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise SpecError(name, "must be true or false")
+    elif kind is int:
+        if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float) and value.is_integer())):
+            raise SpecError(name, "must be an integer")
+        value = int(value)
+    elif kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
+            raise SpecError(name, "must be a number")
+        value = float(value)
+    elif kind is str:
+        if not isinstance(value, str):
+            raise SpecError(name, "must be a string")
+    elif kind is list:
+        if not isinstance(value, list) or not value:
+            raise SpecError(name, "must be a non-empty list of integers")
+        _check_length(meta, value, name, bounds)
+        for v in value:
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise SpecError(name, "must be a non-empty list of integers")
+        return list(value)
+    _check_length(meta, value, name, bounds and kind is str)
+    _check_range(meta, value, name, bounds)
+    return value
+
+
+def kind_of(f: dataclasses.Field) -> type:
+    """The JSON kind of a field (bool, list, int, float or str), from its annotation."""
+    t = str(f.type)
+    for name, kind in (("bool", bool), ("list", list), ("int", int), ("float", float), ("str", str)):
+        if t.startswith(name):
+            return kind
+    raise TypeError(f"unsupported spec field type {t}")
+
+
+def describe_fields(cls: type) -> dict[str, dict[str, Any]]:
+    """Every field's metadata, default and JSON kind, keyed by dotted name, sections flattened."""
+    return _describe(cls, dataclasses.asdict(cls()), "")
+
+
+def _describe(cls: type, defaults: dict[str, Any], prefix: str) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for f in dataclasses.fields(cls):
+        section = section_of(f)
+        if section is not None:
+            out.update(_describe(section, defaults[f.name], f"{prefix}{f.name}."))
+        else:
+            out[f"{prefix}{f.name}"] = {**f.metadata, "default": defaults[f.name], "type": kind_of(f).__name__}
+    return out
+
+
+def _check_length(meta: Any, value: Any, name: str, bounds: bool) -> None:
+    # Checked before anything walks the value, so a huge list or string costs nothing more.
+    limit = meta.get("max_length")
+    if bounds and limit is not None and len(value) > limit:
+        raise SpecError(
+            name, f"is too long: at most {limit:,} {'entries' if isinstance(value, list) else 'characters'}"
+        )
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer beyond any float (10**400)
+        return False
+
+
+def _check_range(meta: Any, value: Any, name: str, bounds: bool = True) -> None:
+    choices = meta.get("choices")
+    if choices is not None and value not in choices:
+        raise SpecError(name, f"must be one of {', '.join(map(str, choices))}, not {str(value)[:40]!r}")
+    if not bounds:
+        return
+    lo, hi = meta.get("min"), meta.get("max")
+    if lo is not None:
+        if meta.get("min_open") and not value > lo:
+            raise SpecError(name, f"must be > {lo}")
+        if not meta.get("min_open") and value < lo:
+            raise SpecError(name, f"must be >= {lo}")
+    if hi is not None and value > hi:
+        raise SpecError(name, f"must be <= {hi}")
