@@ -38,8 +38,11 @@
 
   function queueRow(q) {
     const tr = document.createElement("tr");
+    const name = document.createElement("span");
     const code = document.createElement("code"); code.textContent = q.name;
-    cell(tr, code);
+    const policy = badge(q.policy || "fifo", ""); policy.title = "scheduling policy";
+    name.append(code, " ", policy);
+    cell(tr, name);
     for (const n of [q.depth, q.queued, q.running, q.live_workers, q.messages === null ? "–" : q.messages]) {
       cell(tr, String(n)).className = "num";
     }
