@@ -6,4 +6,4 @@ class OrchestratorConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from orchestrator import access_signals  # noqa: F401 - connects the receivers
+        from orchestrator import access_signals, scheduling  # noqa: F401 - connect their receivers

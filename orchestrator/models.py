@@ -19,7 +19,7 @@ from django.db import models, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.db.models.signals import post_delete
-from django.dispatch import receiver
+from django.dispatch import Signal, receiver
 from django.utils import timezone
 
 from orchestrator import events
@@ -66,6 +66,11 @@ def check_team_visibility(visibility: str, team) -> None:
     sharing form), the new-experiment form and the API all call it; the error names ``visibility``."""
     if visibility == Visibility.TEAM and team is None:
         raise ValidationError({"visibility": "Choose a team to share the experiment with its team"})
+
+
+# Sent when an experiment's next round becomes ready outside a round task (start, resume).
+# orchestrator.scheduling, which is built on these models, answers it: the models never import it.
+round_ready = Signal()  # sender=Experiment; experiment=..., resumed=bool
 
 
 class Experiment(models.Model):
@@ -173,17 +178,14 @@ class Experiment(models.Model):
 
     def start(self, *, by: str = "", enqueue: bool = True) -> bool:
         """Queue a draft. ``enqueue=False`` is for running it in this process (``--inline``)."""
-        # The one upward call of the state machine: scheduling is built on these models.
-        from orchestrator.scheduling import schedule
-
         queue = pick_queue(self.parsed_spec()) if enqueue else "inline"
         now = timezone.now()
         if not self._transition([Status.DRAFT], status=Status.QUEUED, queue=queue, queued_at=now, ready_since=now):
             return False
         self.log("info", f"Queued on '{queue}'" + (f" by {by}" if by else ""))
         self._status_changed()
-        if enqueue:
-            schedule(queue)  # round 1 is ready: sent now if the queue has room, else when the policy picks it
+        if enqueue:  # round 1 is ready: sent now if the queue has room, else when the policy picks it
+            round_ready.send(Experiment, experiment=self, resumed=False)
         return True
 
     def pause(self, *, by: str = "") -> bool:
@@ -195,8 +197,6 @@ class Experiment(models.Model):
         return True
 
     def resume(self, *, by: str = "") -> bool:
-        from orchestrator.scheduling import release, schedule  # upward, as in start()
-
         now = timezone.now()
         if not self._transition([Status.PAUSED], status=Status.QUEUED, queued_at=now, ready_since=now):
             return False
@@ -204,8 +204,7 @@ class Experiment(models.Model):
         self._status_changed()
         # A copy sent before the pause may have been lost meanwhile: the round is ready again (a
         # duplicate is harmless), and goes out when the queue's policy picks it.
-        release(self)
-        schedule(self.queue)
+        round_ready.send(Experiment, experiment=self, resumed=True)
         return True
 
     def cancel(self, *, by: str = "") -> bool:

@@ -30,12 +30,13 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db.models import F
+from django.dispatch import receiver
 from django.utils import timezone
 
 from fedweb.celery import app
 from orchestrator import candidates, policies
 from orchestrator.fleet import Worker, queue_name
-from orchestrator.models import ACTIVE, Experiment
+from orchestrator.models import ACTIVE, Experiment, round_ready
 
 log = logging.getLogger(__name__)
 
@@ -204,3 +205,12 @@ def renew_leases(hostname: str, pids: list[int]) -> int:
     return Experiment.objects.filter(worker=hostname, claim_pid__in=pids, claimed_round__gt=F("current_round")).update(
         lease_expires=expires
     )
+
+
+@receiver(round_ready, dispatch_uid="fedweb-schedule-ready-round")
+def _on_round_ready(sender, experiment, resumed: bool, **kwargs) -> None:
+    """Start and resume: the run's next round is ready. After a resume a copy sent before the pause
+    may have been lost meanwhile, so the round is made ready again (a duplicate is harmless)."""
+    if resumed:
+        release(experiment)
+    schedule(experiment.queue)
