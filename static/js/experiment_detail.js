@@ -1,59 +1,23 @@
-// The experiment dashboard: draws the figures orchestrator/charts.py rendered into the page, then
-// appends each live round's points. The offline report inlines this same file; without a ws_url it
+// The experiment dashboard: draws the figures orchestrator/charts.py rendered into the page (through
+// static/js/charts.js), then appends each live round's points. The offline report inlines this same file; without a ws_url it
 // only draws.
 (function () {
   "use strict";
   const FINISHED = ["completed", "cancelled", "failed"];
-  const MB = 1e6;
-  const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
   const $ = (id) => document.getElementById(id);
 
   const page = JSON.parse($("page-data").textContent);
   const charts = JSON.parse($("charts-data").textContent);
   const progress = { last: charts.last_round, rounds: charts.rounds, seconds: charts.round_seconds };
 
-  // -- charts: drawn once, then extended ------------------------------------------------------------
-  for (const [id, fig] of Object.entries(charts.figures)) {
-    if ($(id) && window.Plotly) Plotly.newPlot($(id), fig.data, fig.layout, CONFIG);
-  }
-
-  // A trace's y for a round, by the recipe in its meta (orchestrator.charts.Series.value).
-  function value(meta, m) {
-    const vs = meta.keys.map((k) => m[k]);
-    if (vs.some((v) => v === null || v === undefined)) return null;
-    let total = vs.reduce((a, b) => a + b, 0);
-    if (meta.per) {
-      if (!(m[meta.per] > 0)) return null;
-      total /= m[meta.per];
-    }
-    return total * meta.scale;
-  }
+  // -- charts: drawn by static/js/charts.js, extended by the rounds that arrive live ---------------
+  const drawn = window.FedWebCharts ? FedWebCharts.init(charts) : null;
 
   let pending = [];
   function appendRounds() {
     const batch = pending;
     pending = [];
-    for (const id of Object.keys(charts.figures)) {
-      const div = $(id);
-      if (!div || !div.data) continue;
-      const idx = [], xs = [], ys = [], show = [];
-      div.data.forEach((t, i) => {
-        let last = t.y.length ? t.y[t.y.length - 1] : 0;
-        const x = [], y = [];
-        for (const m of batch) {
-          const v = value(t.meta, m);
-          if (v === null) continue;
-          last = t.meta.cumulative ? last + v : v;
-          x.push(m.round);
-          y.push(last);
-        }
-        if (!x.length) return;
-        idx.push(i); xs.push(x); ys.push(y);
-        if (!t.visible) show.push(i);
-      });
-      if (idx.length) Plotly.extendTraces(div, { x: xs, y: ys }, idx);
-      if (show.length) Plotly.restyle(div, { visible: true }, show);
-    }
+    if (drawn) drawn.append(batch);
   }
   function addRound(m) {
     if (m.round <= progress.last) return false; // the socket resumes after the last round drawn
@@ -177,5 +141,5 @@
     });
     setInterval(tick, 1000);
   }
-  window.FedWebDashboard = { progress, onMessage };
+  window.FedWebDashboard = { progress, onMessage, charts: drawn };
 })();
