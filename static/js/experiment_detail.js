@@ -4,6 +4,7 @@
 (function () {
   "use strict";
   const FINISHED = ["completed", "cancelled", "failed"];
+  const MB = 1e6;
   const $ = (id) => document.getElementById(id);
 
   const page = JSON.parse($("page-data").textContent);
@@ -27,6 +28,32 @@
     if (!pending.length) requestAnimationFrame(appendRounds);
     pending.push(m);
     return true;
+  }
+
+  // The summary block (orchestrator/summaries.py) follows the live rounds too.
+  const summary = { best: null, acc: null, loss: null, mb: 0 };
+  document.querySelectorAll("#summary [data-col]").forEach((el) => {
+    const v = el.querySelector("b").textContent;
+    if (v === "–") return; // the page was rendered mid-run: carry on from the server's figures
+    const key = { bytes: "mb", final_accuracy: "acc", best_accuracy: "best", final_loss: "loss" }[el.dataset.col];
+    if (key) summary[key] = Number(v);
+  });
+  function updateSummary(m) {
+    if (m.test_accuracy !== null && m.test_accuracy !== undefined) {
+      summary.acc = m.test_accuracy;
+      summary.best = summary.best === null ? m.test_accuracy : Math.max(summary.best, m.test_accuracy);
+    }
+    if (m.test_loss !== null && m.test_loss !== undefined) summary.loss = m.test_loss;
+    summary.mb += ((m.bytes_up || 0) + (m.bytes_down || 0)) / MB;
+    const shown = { final_accuracy: summary.acc, best_accuracy: summary.best, final_loss: summary.loss };
+    for (const [key, v] of Object.entries(shown)) if (v !== null) setSummary(key, v.toFixed(4));
+    setSummary("rounds", String(progress.rounds));
+    setSummary("seconds", `${progress.seconds.toFixed(1)} s`);
+    setSummary("bytes", summary.mb.toFixed(2));
+  }
+  function setSummary(key, text) {
+    const el = document.querySelector(`#summary [data-col="${key}"] b`);
+    if (el) el.textContent = text;
   }
 
   // The server runs the leak heuristic (orchestrator/leak.py) and sends its verdict with the round.
@@ -112,7 +139,7 @@
   // -- live -----------------------------------------------------------------------------------------
   function onMessage(ev) {
     if (ev.type === "round") {
-      if (addRound(ev.metrics)) { addTableRow(ev.metrics); setText("st-device", ev.metrics.device); }
+      if (addRound(ev.metrics)) { addTableRow(ev.metrics); updateSummary(ev.metrics); setText("st-device", ev.metrics.device); }
       showLeak(ev.leak_warnings);
       updateStatus();
     } else if (ev.type === "status") {
