@@ -65,7 +65,7 @@ class Trace:
     kind: str = "line"  # "line" (lines and markers), "plain" (lines only) or "bar"
     dash: str = "solid"
     right_axis: bool = False
-    compare: str = ""  # on the compare page, once per experiment: "solid" (named in the legend) or "dot"
+    compare: str = ""  # on the compare page, once per experiment: "solid" (bold, in the legend) or "dot" (faint)
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ CHARTS: tuple[Chart, ...] = (
     Chart("loss", "Loss", "loss", (
         Trace("train loss", Series(("train_loss",)), "#2563eb", compare="dot"),
         Trace("test loss", Series(("test_loss",)), "#dc2626", compare="solid"),
-    ), compare_title="Test loss (solid) and train loss (dotted)"),
+    ), compare_title="Test loss (bold) and train loss (faint)"),
     Chart("accuracy", "Test accuracy", "accuracy", (
         Trace("test accuracy", Series(("test_accuracy",)), "#16a34a", compare="solid"),
     ), compare_title="Test accuracy", y_range=(0.0, 1.0)),
@@ -97,8 +97,9 @@ CHARTS: tuple[Chart, ...] = (
         Trace("VRAM allocated", Series(("vram_allocated_mb",)), "#7c3aed"),
         Trace("VRAM reserved", Series(("vram_reserved_mb",)), "#a78bfa", dash="dot"),
         Trace("VRAM peak", Series(("vram_peak_mb",)), "#db2777", compare="dot"),
-    ), compare_title="Memory: host RSS (solid) and VRAM peak (dotted)"),
-    Chart("bandwidth", "Bandwidth", "MB per round (bars, dashed)", (
+    ), compare_title="Memory: host RSS (bold) and VRAM peak (faint)"),
+    # The fp32 formula counts down + up for the whole cohort, so the bars stack up and down to the same total.
+    Chart("bandwidth", "Bandwidth", "MB per round, up + down", (
         Trace("up", _mb("bytes_up"), "#ea580c", kind="bar"),
         Trace("down", _mb("bytes_down"), "#2563eb", kind="bar"),
         Trace("fp32 formula", _mb("bytes_formula"), "#6b7280", kind="plain", dash="dash"),
@@ -106,12 +107,22 @@ CHARTS: tuple[Chart, ...] = (
               right_axis=True, compare="solid"),
         Trace("Σ formula", _mb("bytes_formula", cumulative=True), "#6b7280", kind="plain", dash="dot",
               right_axis=True),
-    ), compare_title="Cumulative bandwidth, up + down", y2_title="MB since round 1 (Σ)", barmode="group"),
+    ), compare_title="Cumulative bandwidth, up + down", y2_title="MB since round 1 (Σ)", barmode="stack"),
     Chart("time", "Round time and throughput", "seconds", (
         Trace("round seconds", Series(("round_seconds",)), "#0f766e", compare="solid"),
         Trace("clients / s", Series(("completed",), per="round_seconds"), "#9333ea", right_axis=True),
     ), compare_title="Round time (seconds)", y2_title="clients / s"),
+    Chart("participants", "Participants per round", "clients", (
+        Trace("sampled", Series(("participants",)), "#2563eb", kind="plain"),
+        Trace("completed", Series(("completed",)), "#16a34a", compare="solid"),
+        Trace("stragglers", Series(("stragglers",)), "#ea580c", kind="plain", dash="dash"),
+        Trace("dropped", Series(("dropped",)), "#dc2626", kind="plain", dash="dot"),
+    ), compare_title="Clients aggregated per round"),
 )  # fmt: skip
+# On the compare page each experiment gets its own colour and dash, so that an identical shorter run
+# still shows over a longer one (the shorter runs are also drawn last, on top).
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+EMPTY_TEXT = "No rounds yet: the charts fill in as rounds finish."
 
 
 def _trace(trace: Trace, rounds: list[dict], **style) -> go.BaseTraceType:
@@ -120,38 +131,51 @@ def _trace(trace: Trace, rounds: list[dict], **style) -> go.BaseTraceType:
         "name": style.pop("name", trace.name),
         "x": xs,
         "y": ys,
-        "meta": trace.series.meta(),
+        "meta": {**trace.series.meta(), "run": style.pop("run", "")},  # run: whose x axes (compare page)
         # A trace with no point yet stays out of the legend (VRAM on a CPU run); the page shows it
         # once a round gives it one.
         "visible": bool(xs),
         "yaxis": "y2" if style.pop("right_axis", trace.right_axis) else "y",
     }
     color, dash = style.pop("color", trace.color), style.pop("dash", trace.dash)
+    width = style.pop("width", 2)
     if trace.kind == "bar":
         return go.Bar(marker={"color": color}, **common, **style)
     mode = "lines+markers" if trace.kind == "line" else "lines"
-    return go.Scatter(mode=mode, line={"color": color, "width": 2, "dash": dash}, marker={"size": 5}, **common, **style)
+    line = {"color": color, "width": width, "dash": dash}
+    return go.Scatter(mode=mode, line=line, marker={"size": 5}, **common, **style)
 
 
-def _layout(chart: Chart, *, y_title: str, right_axis: bool) -> dict:
+def _layout(chart: Chart, *, y_title: str, right_axis: bool, empty: bool) -> dict:
     yaxis = {"title": {"text": y_title}, "gridcolor": GRID, "rangemode": "tozero"}
     if chart.y_range:
         yaxis["range"] = list(chart.y_range)
     layout = {
         "margin": {"l": 56, "r": 56 if right_axis else 20, "t": 34, "b": 40},
         "hovermode": "x unified",
+        # Every chart keeps its legend, even with one trace: the reader sees what the line is.
+        "showlegend": True,
         "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
         "font": {"size": 12},
-        "xaxis": {"title": {"text": "round"}, "rangemode": "tozero", "gridcolor": GRID},
+        # Whole rounds only: early rounds would otherwise get ticks at 1.5, 2.5 (the page sets dtick).
+        "xaxis": {"title": {"text": "round"}, "rangemode": "tozero", "gridcolor": GRID, "tickformat": "d"},
         "yaxis": yaxis,
         "paper_bgcolor": "#fff",
         "plot_bgcolor": "#fff",
+        # Live updates redraw with Plotly.react; an unchanged uirevision keeps the user's zoom.
+        "uirevision": chart.id,
     }
     if right_axis:
+        # An overlaying axis defaults to tickmode "sync" (ticks at the left axis' grid lines: 10.49,
+        # 20.98); "auto" gives round numbers and a range that holds the whole line.
         y2 = {"title": {"text": chart.y2_title}, "overlaying": "y", "side": "right", "rangemode": "tozero"}
-        layout["yaxis2"] = {**y2, "showgrid": False}
+        layout["yaxis2"] = {**y2, "showgrid": False, "tickmode": "auto", "autorange": True}
     if chart.barmode:
         layout["barmode"] = chart.barmode
+    if empty:
+        layout["annotations"] = [
+            {"text": EMPTY_TEXT, "showarrow": False, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5}
+        ]
     return layout
 
 
@@ -164,22 +188,37 @@ def _figure_json(traces: list, layout: dict) -> dict:
 def dashboard_figure(chart: Chart, rounds: list[dict]) -> dict:
     """``{"data", "layout"}`` of one dashboard chart for a run's rounds (``RoundResult`` dicts)."""
     traces = [_trace(t, rounds) for t in chart.traces]
-    return _figure_json(traces, _layout(chart, y_title=chart.y_title, right_axis=bool(chart.y2_title)))
+    layout = _layout(chart, y_title=chart.y_title, right_axis=bool(chart.y2_title), empty=not rounds)
+    return _figure_json(traces, layout)
 
 
 def compare_figure(chart: Chart, series: list[dict]) -> dict:
     """One chart with the compare traces of each experiment of ``series`` (``{"id", "name", "rounds"}``),
-    one colour per experiment; every trace on the left axis (there is one quantity per chart)."""
+    one colour and one dash per experiment, the shorter runs drawn last (on top); the secondary
+    trace ("dot") is faint. Every trace is on the left axis (there is one quantity per chart)."""
     picked = [t for t in chart.traces if t.compare]
+    order = sorted(range(len(series)), key=lambda i: -len(series[i]["rounds"]))
     traces = []
-    for i, s in enumerate(series):
+    for i in order:
+        s = series[i]
         for t in picked:
+            main = t.compare == "solid"
             style = {"name": f"{s['name']} #{s['id']}", "legendgroup": str(s["id"]), "right_axis": False}
-            style.update(color=PALETTE[i % len(PALETTE)], dash=t.compare, showlegend=t.compare == "solid")
+            style.update(color=PALETTE[i % len(PALETTE)], dash=DASHES[i % len(DASHES)], showlegend=main)
+            style.update(run=str(s["id"]), width=2.5 if main else 1.5, opacity=1.0 if main else 0.45)
             traces.append(_trace(t, s["rounds"], **style))
     main = next(t for t in picked if t.compare == "solid")
     y_title = chart.y2_title if main.right_axis else chart.y_title
-    return _figure_json(traces, _layout(chart, y_title=y_title, right_axis=False))
+    empty = not any(s["rounds"] for s in series)
+    return _figure_json(traces, _layout(chart, y_title=y_title, right_axis=False, empty=empty))
+
+
+def x_axes(rounds: list[dict]) -> dict:
+    """Per round, the x values of the other axes the reader can pick: the wall-clock seconds of the
+    rounds so far (Σ round time) and the MB communicated so far (up + down)."""
+    seconds = Series(("round_seconds",), cumulative=True).points(rounds)
+    mb = Series(("bytes_up", "bytes_down"), scale=MB, cumulative=True).points(rounds)
+    return {"round": seconds[0], "seconds": seconds[1], "mb": mb[1]}
 
 
 def dashboard_charts(rounds: list[dict]) -> dict:
@@ -191,6 +230,7 @@ def dashboard_charts(rounds: list[dict]) -> dict:
         "last_round": rounds[-1]["round"] if rounds else 0,
         "rounds": len(rounds),
         "round_seconds": sum(r["round_seconds"] or 0.0 for r in rounds),
+        "x_axes": {"": x_axes(rounds)},
     }
 
 
@@ -200,4 +240,5 @@ def compare_charts(series: list[dict]) -> dict:
     return {
         "panels": [{"id": f"cmp-{c.id}", "title": c.compare_title} for c in charts],
         "figures": {f"cmp-{c.id}": compare_figure(c, series) for c in charts},
+        "x_axes": {str(s["id"]): x_axes(s["rounds"]) for s in series},
     }

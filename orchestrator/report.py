@@ -55,6 +55,7 @@ def render_report(experiment: Experiment, *, public: bool = False) -> str:
         },
         "generated": timezone.now(),
         "plotly_js": _static_text("vendor/plotly.min.js"),
+        "charts_js": _static_text("js/charts.js"),
         "page_js": _static_text("js/experiment_detail.js"),
         "css": _static_text("css/app.css"),
     }

@@ -11,17 +11,9 @@ from django.shortcuts import render
 from orchestrator.access import get_experiment_for_user
 from orchestrator.charts import compare_charts
 from orchestrator.rounds import rounds_of
+from orchestrator.spec_table import flatten
+from orchestrator.summaries import METRICS, cells, summarize
 from orchestrator.views.pages import ids_param
-
-
-def flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for key, value in d.items():
-        if isinstance(value, dict):
-            out.update(flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def spec_differences(specs: list[dict]) -> list[tuple[str, list]]:
@@ -39,4 +31,6 @@ def experiment_compare(request: HttpRequest) -> HttpResponse:
     series = [{"id": e.pk, "name": e.name, "rounds": rounds_of(e)} for e in experiments]
     ctx = {"experiments": experiments, "series": series, "differences": spec_differences([e.spec for e in experiments])}
     ctx["charts"] = compare_charts(series)
+    ctx["metrics"] = METRICS
+    ctx["rows"] = [(e, cells(summarize(s["rounds"]))) for e, s in zip(experiments, series, strict=True)]
     return render(request, "orchestrator/experiment_compare.html", ctx)

@@ -25,6 +25,8 @@ from orchestrator.previews import bandwidth_estimate, partition_preview
 from orchestrator.public import host_names, redact, redact_events
 from orchestrator.queues import live_workers_by_queue, queue_depths, submit_warnings, waiting_status
 from orchestrator.rounds import rounds_of, table_columns, table_rows
+from orchestrator.spec_table import spec_groups
+from orchestrator.summaries import METRICS, cells, summaries_for, summarize
 from workers.engine.presets import PRESETS
 from workers.engine.spec import SpecError
 
@@ -52,8 +54,11 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
     if tag:  # JSON list membership isn't portable to SQLite; the list is bounded anyway
         experiments = [e for e in experiments if tag in (e.tags or [])]
     tags = sorted({t for tags in visible.values_list("tags", flat=True)[:LIST_LIMIT] for t in (tags or [])})
+    summaries = summaries_for([e.pk for e in experiments])
+    for e in experiments:
+        e.metric_cells = cells(summaries.get(e.pk, {}))
     ctx = {"experiments": experiments, "scope": scope, "scopes": SCOPES, "status": status, "statuses": Status.values}
-    ctx.update({"tag": tag, "tags": tags, "q": q})
+    ctx.update({"tag": tag, "tags": tags, "q": q, "metrics": METRICS})
     return render(request, "orchestrator/experiment_list.html", ctx)
 
 
@@ -152,6 +157,8 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str,
         "table_columns": table_columns(),
         "events": redact_events(events, hosts) if token else events,
         "spec_json": json.dumps(experiment.spec, indent=2),
+        "spec_groups": spec_groups(experiment.spec),
+        "summary": cells(summarize(rounds)),
         "can_control": can_control,
         "can_delete": bool(user and access.can_delete(experiment, user)),
         "token_query": f"?token={token}" if token else "",

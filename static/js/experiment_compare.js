@@ -1,11 +1,8 @@
-// Compare: draws the figures orchestrator/charts.py built, one colour per experiment.
+// Compare: the figures orchestrator/charts.py built (one colour and dash per experiment), drawn with
+// the shared chart controls of static/js/charts.js.
 (function () {
   "use strict";
   const el = document.getElementById("charts-data");
-  if (!el || !window.Plotly) return;
-  const CONFIG = { displaylogo: false, responsive: true };
-  for (const [id, fig] of Object.entries(JSON.parse(el.textContent).figures)) {
-    const div = document.getElementById(id);
-    if (div) Plotly.newPlot(div, fig.data, fig.layout, CONFIG);
-  }
+  if (!el || !window.FedWebCharts) return;
+  window.FedWebCompare = { charts: FedWebCharts.init(JSON.parse(el.textContent)) };
 })();

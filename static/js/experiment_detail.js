@@ -1,59 +1,24 @@
-// The experiment dashboard: draws the figures orchestrator/charts.py rendered into the page, then
-// appends each live round's points. The offline report inlines this same file; without a ws_url it
+// The experiment dashboard: draws the figures orchestrator/charts.py rendered into the page (through
+// static/js/charts.js), then appends each live round's points. The offline report inlines this same file; without a ws_url it
 // only draws.
 (function () {
   "use strict";
   const FINISHED = ["completed", "cancelled", "failed"];
   const MB = 1e6;
-  const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
   const $ = (id) => document.getElementById(id);
 
   const page = JSON.parse($("page-data").textContent);
   const charts = JSON.parse($("charts-data").textContent);
   const progress = { last: charts.last_round, rounds: charts.rounds, seconds: charts.round_seconds };
 
-  // -- charts: drawn once, then extended ------------------------------------------------------------
-  for (const [id, fig] of Object.entries(charts.figures)) {
-    if ($(id) && window.Plotly) Plotly.newPlot($(id), fig.data, fig.layout, CONFIG);
-  }
-
-  // A trace's y for a round, by the recipe in its meta (orchestrator.charts.Series.value).
-  function value(meta, m) {
-    const vs = meta.keys.map((k) => m[k]);
-    if (vs.some((v) => v === null || v === undefined)) return null;
-    let total = vs.reduce((a, b) => a + b, 0);
-    if (meta.per) {
-      if (!(m[meta.per] > 0)) return null;
-      total /= m[meta.per];
-    }
-    return total * meta.scale;
-  }
+  // -- charts: drawn by static/js/charts.js, extended by the rounds that arrive live ---------------
+  const drawn = window.FedWebCharts ? FedWebCharts.init(charts) : null;
 
   let pending = [];
   function appendRounds() {
     const batch = pending;
     pending = [];
-    for (const id of Object.keys(charts.figures)) {
-      const div = $(id);
-      if (!div || !div.data) continue;
-      const idx = [], xs = [], ys = [], show = [];
-      div.data.forEach((t, i) => {
-        let last = t.y.length ? t.y[t.y.length - 1] : 0;
-        const x = [], y = [];
-        for (const m of batch) {
-          const v = value(t.meta, m);
-          if (v === null) continue;
-          last = t.meta.cumulative ? last + v : v;
-          x.push(m.round);
-          y.push(last);
-        }
-        if (!x.length) return;
-        idx.push(i); xs.push(x); ys.push(y);
-        if (!t.visible) show.push(i);
-      });
-      if (idx.length) Plotly.extendTraces(div, { x: xs, y: ys }, idx);
-      if (show.length) Plotly.restyle(div, { visible: true }, show);
-    }
+    if (drawn) drawn.append(batch);
   }
   function addRound(m) {
     if (m.round <= progress.last) return false; // the socket resumes after the last round drawn
@@ -63,6 +28,32 @@
     if (!pending.length) requestAnimationFrame(appendRounds);
     pending.push(m);
     return true;
+  }
+
+  // The summary block (orchestrator/summaries.py) follows the live rounds too.
+  const summary = { best: null, acc: null, loss: null, mb: 0 };
+  document.querySelectorAll("#summary [data-col]").forEach((el) => {
+    const v = el.querySelector("b").textContent;
+    if (v === "–") return; // the page was rendered mid-run: carry on from the server's figures
+    const key = { bytes: "mb", final_accuracy: "acc", best_accuracy: "best", final_loss: "loss" }[el.dataset.col];
+    if (key) summary[key] = Number(v);
+  });
+  function updateSummary(m) {
+    if (m.test_accuracy !== null && m.test_accuracy !== undefined) {
+      summary.acc = m.test_accuracy;
+      summary.best = summary.best === null ? m.test_accuracy : Math.max(summary.best, m.test_accuracy);
+    }
+    if (m.test_loss !== null && m.test_loss !== undefined) summary.loss = m.test_loss;
+    summary.mb += ((m.bytes_up || 0) + (m.bytes_down || 0)) / MB;
+    const shown = { final_accuracy: summary.acc, best_accuracy: summary.best, final_loss: summary.loss };
+    for (const [key, v] of Object.entries(shown)) if (v !== null) setSummary(key, v.toFixed(4));
+    setSummary("rounds", String(progress.rounds));
+    setSummary("seconds", `${progress.seconds.toFixed(1)} s`);
+    setSummary("bytes", summary.mb.toFixed(2));
+  }
+  function setSummary(key, text) {
+    const el = document.querySelector(`#summary [data-col="${key}"] b`);
+    if (el) el.textContent = text;
   }
 
   // The server runs the leak heuristic (orchestrator/leak.py) and sends its verdict with the round.
@@ -148,7 +139,7 @@
   // -- live -----------------------------------------------------------------------------------------
   function onMessage(ev) {
     if (ev.type === "round") {
-      if (addRound(ev.metrics)) { addTableRow(ev.metrics); setText("st-device", ev.metrics.device); }
+      if (addRound(ev.metrics)) { addTableRow(ev.metrics); updateSummary(ev.metrics); setText("st-device", ev.metrics.device); }
       showLeak(ev.leak_warnings);
       updateStatus();
     } else if (ev.type === "status") {
@@ -177,5 +168,5 @@
     });
     setInterval(tick, 1000);
   }
-  window.FedWebDashboard = { progress, onMessage };
+  window.FedWebDashboard = { progress, onMessage, charts: drawn };
 })();

@@ -3,7 +3,7 @@ figures the dashboard, the compare page and the report draw."""
 
 import pytest
 
-from orchestrator.charts import CHARTS, MB, Series, compare_charts, dashboard_charts
+from orchestrator.charts import CHARTS, EMPTY_TEXT, MB, Series, compare_charts, dashboard_charts, x_axes
 from orchestrator.leak import latest_leak_warnings
 from orchestrator.models import RoundMetric
 from tests.dashboard.conftest import make_experiment
@@ -26,7 +26,13 @@ def test_it_keeps_one_point_per_round_that_has_a_value():
     rounds = [round_result(n, test_loss=None if n % 2 else 1.0 / n) for n in range(1, 6)]
     loss = dashboard_charts(rounds)["figures"]["chart-loss"]
     assert _trace(loss, "test loss")["x"] == [2, 4] and _trace(loss, "train loss")["x"] == [1, 2, 3, 4, 5]
-    assert _trace(loss, "test loss")["meta"] == {"keys": ["test_loss"], "scale": 1.0, "per": "", "cumulative": False}
+    assert _trace(loss, "test loss")["meta"] == {
+        "keys": ["test_loss"],
+        "scale": 1.0,
+        "per": "",
+        "cumulative": False,
+        "run": "",
+    }
 
 
 def test_it_hides_a_trace_until_it_has_a_point():
@@ -41,7 +47,11 @@ def test_it_draws_the_bandwidth_beside_the_fp32_formula_on_two_axes():
     figure = dashboard_charts([round_result(1), round_result(2)])["figures"]["chart-bandwidth"]
     assert _trace(figure, "fp32 formula")["y"] == [0.032, 0.032]
     assert _trace(figure, "Σ formula")["y"] == [0.032, 0.064] and _trace(figure, "Σ formula")["yaxis"] == "y2"
-    assert figure["layout"]["yaxis2"]["overlaying"] == "y" and figure["layout"]["barmode"] == "group"
+    # The formula counts down + up: the bars stack up and down so both read in the same units.
+    assert figure["layout"]["yaxis2"]["overlaying"] == "y" and figure["layout"]["barmode"] == "stack"
+    assert _trace(figure, "up")["y"][0] + _trace(figure, "down")["y"][0] == 0.008
+    # An overlaying axis would sync its ticks to the left axis' grid (10.49, 20.98); auto gives round ones.
+    assert figure["layout"]["yaxis2"]["tickmode"] == "auto" and figure["layout"]["yaxis2"]["autorange"] is True
     assert "template" not in figure["layout"]  # plotly.js's defaults, no Python theme shipped to the page
 
 
@@ -53,11 +63,13 @@ def test_it_overlays_each_experiment_in_its_own_colour_on_the_compare_page():
     figures = compare_charts(series)["figures"]
     assert set(figures) == {f"cmp-{c.id}" for c in CHARTS}
     loss = figures["cmp-loss"]["data"]
-    assert [(t["name"], t["line"]["dash"], t["showlegend"]) for t in loss[:2]] == [
-        ("a #7", "dot", False),  # train loss: dotted, out of the legend
-        ("a #7", "solid", True),
+    assert [(t["name"], t["opacity"], t["showlegend"]) for t in loss[:2]] == [
+        ("a #7", 0.45, False),  # train loss: faint, out of the legend
+        ("a #7", 1.0, True),
     ]
     assert loss[0]["line"]["color"] == loss[1]["line"]["color"] != loss[2]["line"]["color"]
+    # Each experiment has its own dash too: an identical shorter run still shows over a longer one.
+    assert loss[1]["line"]["dash"] != loss[3]["line"]["dash"]
     bandwidth = figures["cmp-bandwidth"]
     assert bandwidth["data"][0]["y"] == [0.008, 0.016] and bandwidth["data"][0]["yaxis"] == "y"
     assert bandwidth["layout"]["yaxis"]["title"]["text"] == "MB since round 1 (Σ)"
@@ -71,3 +83,42 @@ def test_it_gives_the_leak_verdict_from_the_rounds_in_the_database(user):
         RoundMetric.record(experiment, round_result(n, rss_mb=500.0 + 20 * n))
     warnings = latest_leak_warnings(experiment.pk)
     assert len(warnings) == 1 and warnings[0].startswith("Host RSS grows 20.0 MB per round")
+
+
+def test_it_orders_the_compare_traces_longest_first_so_shorter_runs_draw_on_top():
+    series = [{"id": 1, "name": "short", "rounds": [round_result(1)]}]
+    series.append({"id": 2, "name": "long", "rounds": [round_result(n) for n in (1, 2, 3)]})
+    accuracy = compare_charts(series)["figures"]["cmp-accuracy"]["data"]
+    assert [t["name"] for t in accuracy] == ["long #2", "short #1"]
+    assert [t["meta"]["run"] for t in accuracy] == ["2", "1"]
+
+
+def test_it_gives_every_chart_a_legend_a_uirevision_and_whole_round_ticks():
+    figures = dashboard_charts([round_result(1), round_result(2)])["figures"]
+    for chart_id, figure in figures.items():
+        layout = figure["layout"]
+        assert layout["showlegend"] is True, chart_id  # the memory chart had none with one trace
+        assert layout["uirevision"] == chart_id.removeprefix("chart-"), chart_id  # live updates keep the zoom
+        assert layout["xaxis"]["tickformat"] == "d", chart_id
+        assert "annotations" not in layout, chart_id
+
+
+def test_it_says_so_on_every_chart_of_a_run_with_no_round_yet():
+    for figure in dashboard_charts([])["figures"].values():
+        assert figure["layout"]["annotations"][0]["text"] == EMPTY_TEXT
+
+
+def test_it_charts_the_participants_of_each_round():
+    rounds = [round_result(1, participants=10, completed=8, dropped=2), round_result(2, participants=12, completed=12)]
+    figure = dashboard_charts(rounds)["figures"]["chart-participants"]
+    assert _trace(figure, "sampled")["y"] == [10, 12] and _trace(figure, "completed")["y"] == [8, 12]
+    assert _trace(figure, "dropped")["y"] == [2, 0]
+
+
+def test_it_gives_the_page_each_round_s_wall_clock_seconds_and_megabytes_so_far():
+    rounds = [round_result(1, round_seconds=2.0, bytes_up=1_000_000, bytes_down=3_000_000)]
+    rounds.append(round_result(2, round_seconds=3.0, bytes_up=1_000_000, bytes_down=1_000_000))
+    assert x_axes(rounds) == {"round": [1, 2], "seconds": [2.0, 5.0], "mb": [4.0, 6.0]}
+    series = [{"id": 3, "name": "a", "rounds": rounds}]
+    assert compare_charts(series)["x_axes"] == {"3": x_axes(rounds)}
+    assert dashboard_charts(rounds)["x_axes"] == {"": x_axes(rounds)}

@@ -2,7 +2,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from orchestrator.models import Experiment, Status
-from workers.engine.presets import PRESETS, preset_spec
+from workers.engine.presets import preset_spec
 
 # Presets scaled down (fewer rounds and clients, 8×8 digits, small models) so the finished demos
 # run inline in seconds on a laptop CPU before `make run` starts the server.
@@ -21,6 +21,20 @@ FINISHED_DEMOS = {
 # The real quickstart (the CNN on 28×28 digits), long enough to watch live for a minute or two
 # after `make run` prints the URL.
 RUNNING_DEMO = ("quickstart", {"rounds": 200})
+
+
+def describe(preset: str, spec) -> str:
+    """What the scaled-down demo actually runs, read from its spec (the preset's own description
+    names the full-size run: more rounds, clients and a bigger model)."""
+    cohort = spec.participation.schedule or spec.participation.clients_per_round
+    cohort_text = f"cohorts of {min(cohort)}–{max(cohort)}" if isinstance(cohort, list) else f"{cohort} per round"
+    size = f"{spec.data.image_size}×{spec.data.image_size} " if spec.data.dataset == "digits" else ""
+    epochs = "epoch" if spec.local.epochs == 1 else "epochs"
+    return (
+        f"The '{preset}' preset scaled down: {spec.rounds} rounds of {spec.algorithm.name}, {size}{spec.data.dataset} "
+        f"over {spec.data.num_clients} clients ({cohort_text}), the {spec.model.name} model, "
+        f"{spec.local.epochs} local {epochs}."
+    )
 
 
 class Command(BaseCommand):
@@ -54,7 +68,7 @@ class Command(BaseCommand):
         experiment = Experiment.objects.create(
             owner=user,
             name=name,
-            description=PRESETS[preset]["description"],
+            description=describe(preset, spec),
             tags=["demo", preset],
             spec=spec.to_dict(),
         )

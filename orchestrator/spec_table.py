@@ -1,0 +1,45 @@
+"""A run's spec as the dashboard shows it: hyperparameters grouped by section (data, model,
+algorithm, ...), each with its help text, and the fields that differ from the defaults marked."""
+
+from __future__ import annotations
+
+import json
+
+from workers.engine.spec import spec_fields
+
+RUN_GROUP = "run"  # the top-level fields (seed, rounds)
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    """``{"data": {"alpha": 0.5}}`` as ``{"data.alpha": 0.5}``."""
+    out = {}
+    for key, value in d.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _shown(value) -> str:
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return "–" if value is None else str(value)
+
+
+def spec_groups(spec: dict) -> list[dict]:
+    """``[{"name", "rows": [{"field", "value", "default", "changed", "help"}]}]`` in form order;
+    fields the spec holds that the engine no longer knows are listed last, under their section."""
+    fields = spec_fields()
+    values = flatten(spec or {})
+    groups: dict[str, list[dict]] = {}
+    for name in list(fields) + [k for k in values if k not in fields]:
+        if name not in values:
+            continue  # an older spec without a newer field: nothing to show
+        meta = fields.get(name, {})
+        group, _, field = name.rpartition(".")
+        value, default = values[name], meta.get("default")
+        changed = name not in fields or json.dumps(value, sort_keys=True) != json.dumps(default, sort_keys=True)
+        row = {"field": field, "name": name, "value": _shown(value), "default": _shown(default), "changed": changed}
+        groups.setdefault(group or RUN_GROUP, []).append({**row, "help": meta.get("help", "")})
+    return [{"name": name, "rows": rows} for name, rows in groups.items()]

@@ -1,0 +1,97 @@
+"""The charts researchers read and the runs as tables, in real Chromium against real daphne and Redis."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator import events
+from orchestrator.models import Experiment, RoundMetric
+from tests.browser.conftest import drawn, log_in
+from tests.browser.test_live_pages import _off_the_loop
+from tests.dashboard.conftest import make_experiment
+from tests.factories import round_result
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user("alice", password="alice-password")
+
+
+def _ids_in_order(page, table: str) -> list[int]:
+    return [
+        int(i)
+        for i in page.evaluate(f"() => [...document.querySelectorAll('#{table} tbody tr')].map(t => t.dataset.id)")
+    ]
+
+
+def test_it_sorts_the_list_and_compare_tables_by_final_accuracy(page, alice, daphne):
+    low, high, mid = (make_experiment(alice, rounds=n, name=f"{n} rounds") for n in (2, 7, 4))  # accuracy 0.1 × rounds
+    log_in(page, f"http://{daphne}", "alice", "alice-password")
+    page.click('#experiments th[data-col="final_accuracy"]')
+    assert _ids_in_order(page, "experiments") == [high.pk, mid.pk, low.pk]  # best first
+    page.click('#experiments th[data-col="final_accuracy"]')
+    assert _ids_in_order(page, "experiments") == [low.pk, mid.pk, high.pk]
+    # The reader hides a column; the choice outlives a reload.
+    page.click(".column-picker summary")
+    page.uncheck('.column-picker input[value="bytes"]')
+    page.reload()
+    assert page.locator('#experiments th[data-col="bytes"]').is_hidden()
+    assert page.locator('#experiments th[data-col="final_accuracy"]').is_visible()
+
+    page.goto(f"http://{daphne}/compare/?ids={low.pk},{high.pk},{mid.pk}")
+    page.click('#runs th[data-col="final_accuracy"]')
+    assert _ids_in_order(page, "runs") == [high.pk, mid.pk, low.pk]
+    assert page.errors == []
+
+
+def test_it_keeps_the_user_s_zoom_while_live_rounds_arrive(page, alice, daphne):
+    experiment = make_experiment(alice, rounds=6, spec={"rounds": 20})
+    Experiment.objects.filter(pk=experiment.pk).update(status="running")
+    log_in(page, f"http://{daphne}", "alice", "alice-password")
+    page.goto(f"http://{daphne}/experiments/{experiment.pk}/")
+    page.wait_for_function("() => document.getElementById('conn').textContent === 'live'")
+    page.evaluate("() => Plotly.relayout('chart-accuracy', {'xaxis.range': [2, 4]})")
+    # Zoom is linked: the other charts follow the x range.
+    page.wait_for_function("() => document.getElementById('chart-loss').layout.xaxis.range[1] === 4")
+
+    for n in range(7, 10):
+        metrics = round_result(n)
+        RoundMetric.record(experiment, metrics)
+        _off_the_loop(events.publish_round, experiment.pk, metrics)
+    page.wait_for_function("() => document.getElementById('chart-accuracy').data[0].x.length === 9")
+    for chart in ("chart-accuracy", "chart-loss"):
+        assert page.evaluate(f"() => document.getElementById('{chart}').layout.xaxis.range") == [2, 4], chart
+    assert page.errors == []
+
+
+def test_it_plots_a_finished_run_against_megabytes_smoothed_and_on_a_log_scale(page, alice, daphne):
+    experiment = make_experiment(alice, rounds=6, status="completed")
+    log_in(page, f"http://{daphne}", "alice", "alice-password")
+    page.goto(f"http://{daphne}/experiments/{experiment.pk}/")
+    page.wait_for_function("() => document.getElementById('chart-loss').data.length > 0")
+
+    page.select_option("#x-axis", "mb")  # each round of round_result sends 8000 bytes up + down
+    loss = next(t for t in drawn(page, "chart-loss") if t[0] == "test loss")
+    assert loss[2] == pytest.approx([0.008 * n for n in range(1, 7)])
+    assert page.evaluate("() => document.getElementById('chart-loss').layout.xaxis.title.text").startswith("MB")
+
+    page.fill("#smoothing", "0.6")
+    page.dispatch_event("#smoothing", "input")
+    traces = drawn(page, "chart-loss")
+    raw = next(t for t in traces if t[0] == "test loss (raw)")
+    smoothed = next(t for t in traces if t[0] == "test loss")
+    assert raw[3] == pytest.approx([2.1 / n for n in range(1, 7)])  # the raw points stay, faint, behind
+    assert smoothed[3][0] == pytest.approx(2.1) and smoothed[3][-1] > raw[3][-1]  # the EMA lags the fall
+    names = [t[0] for t in traces]
+    assert names.index("test loss (raw)") < names.index("test loss")
+
+    page.check("#log-y")
+    assert page.evaluate("() => document.getElementById('chart-loss').layout.yaxis.type") == "log"
+    assert page.evaluate("() => document.getElementById('chart-accuracy').layout.yaxis.type") == "log"
+    with page.expect_download() as download:
+        page.click('button.chart-dl[data-chart="chart-loss"][data-format="csv"]')
+    csv = open(download.value.path(), encoding="utf-8").read().splitlines()
+    assert csv[0].startswith("trace,round,MB communicated") and len(csv) == 1 + 2 * 6
+    assert page.errors == []

@@ -1,0 +1,14 @@
+"""The demo experiments say what they run: their descriptions are read from their scaled-down specs."""
+
+from orchestrator.management.commands.demo import FINISHED_DEMOS, describe
+from workers.engine.presets import preset_spec
+
+
+def test_it_describes_each_demo_from_its_own_spec():
+    for preset, changes in FINISHED_DEMOS.items():
+        spec = preset_spec(preset).replace(compute={"device": "cpu"}, **changes)
+        text = describe(preset, spec)
+        assert f"{spec.rounds} rounds of {spec.algorithm.name}" in text, preset
+        assert f"over {spec.data.num_clients} clients" in text and f"the {spec.model.name} model" in text, preset
+    quickstart = preset_spec("quickstart").replace(compute={"device": "cpu"}, **FINISHED_DEMOS["quickstart"])
+    assert "8×8 digits" in describe("quickstart", quickstart) and "28×28" not in describe("quickstart", quickstart)
