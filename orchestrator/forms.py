@@ -8,6 +8,7 @@ and validates it with ``Spec.from_dict``: what the form accepts is exactly what 
 from __future__ import annotations
 
 import json
+from typing import NamedTuple
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -85,13 +86,33 @@ class ScheduleField(forms.CharField):
         return value
 
 
-def fieldsets() -> list[tuple[str, list[str]]]:
-    """(section, [form field names]) in spec order, the general fields first."""
-    sets = [("general", [form_name(f) for f in GENERAL_FIELDS])]
+def fieldsets(*, advanced: bool = False) -> list[tuple[str, list[str]]]:
+    """(section, [form field names]) in spec order, the general fields first: the fields the
+    engine's metadata marks ``advanced`` (``advanced=True``) or the others. Empty sections are left out."""
+    meta = spec_fields()
+    sets = [("general", [form_name(f) for f in GENERAL_FIELDS if meta[f]["advanced"] == advanced])]
     for section in SECTIONS:
-        names = [form_name(d) for d in spec_fields() if d.startswith(section + ".") and d not in HIDDEN_SPEC_FIELDS]
-        sets.append((section, names))
-    return sets
+        dotted = [d for d in meta if d.startswith(section + ".") and d not in HIDDEN_SPEC_FIELDS]
+        sets.append((section, [form_name(d) for d in dotted if meta[d]["advanced"] == advanced]))
+    return [(section, names) for section, names in sets if names]
+
+
+def applies_when_attr(dotted: str) -> str:
+    """The engine's ``applies_when`` rule of ``dotted`` in the page's terms (form names, values as
+    the inputs hold them), as JSON for a ``data-applies-when`` attribute; "" for always."""
+    rule = spec_fields()[dotted]["applies_when"]
+    if rule is None:
+        return ""
+    as_form = [{form_name(f): [str(v) for v in values] for f, values in alt.items()} for alt in rule]
+    return json.dumps(as_form)
+
+
+class ShownField(NamedTuple):
+    """A bound field with what its wrapper in the template needs."""
+
+    field: forms.BoundField
+    applies_when: str  # JSON rule, "" when the field always applies
+    wide: bool
 
 
 def spec_initial(spec: dict) -> dict:
@@ -171,9 +192,20 @@ class ExperimentForm(forms.Form):
                 spec[section] = value
         return spec
 
-    def fieldsets(self):
-        """[(section, [bound fields])] for the template."""
-        return [(section, [self[name] for name in names]) for section, names in fieldsets()]
+    def fieldsets(self, advanced: bool = False) -> list[tuple[str, list[ShownField]]]:
+        """[(section, [shown fields])] for the template: the main ones, or the ``advanced`` fold's."""
+        return [(section, [self._shown(n) for n in names]) for section, names in fieldsets(advanced=advanced)]
+
+    def advanced_fieldsets(self) -> list[tuple[str, list[ShownField]]]:
+        return self.fieldsets(advanced=True)
+
+    def advanced_has_errors(self) -> bool:
+        """Whether a folded field has an error (the page then keeps the fold open)."""
+        return any(self[name].errors for _, names in fieldsets(advanced=True) for name in names)
+
+    def _shown(self, name: str) -> ShownField:
+        dotted = name.replace("__", ".")
+        return ShownField(self[name], applies_when_attr(dotted), wide=dotted == "participation.schedule")
 
     def spec_errors(self) -> dict[str, list[str]]:
         """Errors keyed by dotted spec name ("__all__" for the rest), for the preview endpoints."""

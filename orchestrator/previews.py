@@ -12,8 +12,7 @@ from django.core.cache import cache
 
 from orchestrator.limits import check_new_spec, server_limits
 from workers.engine.capacity import LIMIT_SETTINGS, model_layout
-from workers.engine.data.shapes import FILE_DATASETS
-from workers.engine.spec import Spec, SpecError
+from workers.engine.spec import FILE_DATASETS, Spec, SpecError
 
 PREVIEW_MAX_CLIENTS = 50
 # Above this many generated samples the preview would take seconds of CPU on the web server.

@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from workers.engine.fields import applies
+from workers.engine.fields import spec_field as _f
 from workers.engine.validation import SpecError, build, describe_fields
 
 DATASETS = ("digits", "synthetic", "synthetic_images", "emnist_h5", "femnist_leaf", "cifar10", "tokens")
@@ -33,27 +35,13 @@ SERVER_OPTIMIZER_OF = {
 # Datasets whose clients exist in the data itself (writers, generated devices).
 NATURAL_DATASETS = ("emnist_h5", "femnist_leaf", "synthetic", "synthetic_images", "tokens")
 CODECS = ("fp32", "fp16", "int8", "topk")
+# Datasets read from files under the server's datasets folder (data.path names them).
+FILE_DATASETS = ("emnist_h5", "femnist_leaf", "cifar10")
 PRECISIONS = ("fp32", "bf16", "fp16")
 TRAINING_MODES = ("auto", "vectorized", "sequential")
-
-
-def _meta(help: str, *, choices=None, min=None, max=None, min_open=False, nullable=False, max_length=None):
-    # The keys workers.engine.validation reads; spec_fields() hands them to the form as they are.
-    return {
-        "help": help,
-        "choices": choices,
-        "min": min,
-        "max": max,
-        "min_open": min_open,
-        "nullable": nullable,
-        "max_length": max_length,  # of a string or a list
-    }
-
-
-def _f(default, help: str, **kw):
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata=_meta(help, **kw))
-    return field(default=default, metadata=_meta(help, **kw))
+# "Applies when" rules shared by several fields (the shape: workers.engine.fields).
+ADAPTIVE = ("fedadam", "fedyogi", "fedadagrad")
+TOPK_ANY_LINK = [{"communication.uplink": ["topk"]}, {"communication.downlink": ["topk"]}]
 
 
 @dataclass(frozen=True)
@@ -61,50 +49,117 @@ class DataSpec:
     dataset: str = _f("digits", "Dataset: bundled digits, generated benchmarks, or files you have.", choices=DATASETS)
     num_clients: int = _f(100, "Number of clients the data is split into.", min=1, max=1_000_000)
     partition: str = _f("dirichlet", "How samples are split between clients.", choices=PARTITIONS)
-    alpha: float = _f(0.5, "Dirichlet concentration; smaller is more non-IID.", min=0, min_open=True, max=10_000)
-    shards_per_client: int = _f(2, "Classes per client for the 'shards' partition.", min=1, max=1000)
+    alpha: float = _f(
+        0.5,
+        "Dirichlet concentration; smaller is more non-IID.",
+        min=0,
+        min_open=True,
+        max=10_000,
+        applies_when={"data.partition": ["dirichlet"]},
+    )
+    shards_per_client: int = _f(
+        2,
+        "Classes per client for the 'shards' partition.",
+        min=1,
+        max=1000,
+        applies_when={"data.partition": ["shards"]},
+    )
     path: str | None = _f(
         None,
         "File or folder for emnist_h5, femnist_leaf and cifar10, relative to the server's datasets folder.",
         nullable=True,
         max_length=1024,
+        applies_when={"data.dataset": list(FILE_DATASETS)},
     )
-    image_size: int = _f(28, "Side of the images for digits (8 = native, 28 = EMNIST-sized).", choices=(8, 28))
-    num_classes: int = _f(10, "Classes of synthetic_images (10 digits or 62 FEMNIST).", choices=(10, 62))
-    mean_samples: int = _f(100, "Mean samples per client for synthetic_images and tokens.", min=1, max=100_000)
-    synthetic_alpha: float = _f(1.0, "Synthetic(α, β): model heterogeneity α.", min=0, max=100)
-    synthetic_beta: float = _f(1.0, "Synthetic(α, β): data heterogeneity β.", min=0, max=100)
-    seq_len: int = _f(64, "Tokens per sequence for the tokens dataset.", min=2, max=2048)
-    test_fraction: float = _f(0.2, "Share of samples held out for the server's test set.", min=0, max=0.9)
+    image_size: int = _f(
+        28,
+        "Side of the images for digits (8 = native, 28 = EMNIST-sized).",
+        choices=(8, 28),
+        applies_when={"data.dataset": ["digits"]},
+    )
+    num_classes: int = _f(
+        10,
+        "Classes of synthetic_images (10 digits or 62 FEMNIST).",
+        choices=(10, 62),
+        applies_when={"data.dataset": ["synthetic_images"]},
+    )
+    mean_samples: int = _f(
+        100,
+        "Mean samples per client for synthetic_images and tokens.",
+        min=1,
+        max=100_000,
+        applies_when={"data.dataset": ["synthetic_images", "tokens"]},
+    )
+    synthetic_alpha: float = _f(
+        1.0, "Synthetic(α, β): model heterogeneity α.", min=0, max=100, applies_when={"data.dataset": ["synthetic"]}
+    )
+    synthetic_beta: float = _f(
+        1.0, "Synthetic(α, β): data heterogeneity β.", min=0, max=100, applies_when={"data.dataset": ["synthetic"]}
+    )
+    seq_len: int = _f(
+        64, "Tokens per sequence for the tokens dataset.", min=2, max=2048, applies_when={"data.dataset": ["tokens"]}
+    )
+    test_fraction: float = _f(
+        0.2, "Share of samples held out for the server's test set.", min=0, max=0.9, advanced=True
+    )
 
 
 @dataclass(frozen=True)
 class ModelSpec:
     name: str = _f("cnn", "Model architecture.", choices=MODELS)
-    hidden: int = _f(200, "Hidden units of the mlp.", min=1, max=65_536)
-    blocks: int = _f(2, "VGG blocks: cnn-(6·blocks+2)-width.", min=1, max=8)
-    width: int = _f(4, "VGG width multiplier.", min=1, max=64)
+    hidden: int = _f(200, "Hidden units of the mlp.", min=1, max=65_536, applies_when={"model.name": ["mlp"]})
+    blocks: int = _f(2, "VGG blocks: cnn-(6·blocks+2)-width.", min=1, max=8, applies_when={"model.name": ["vgg"]})
+    width: int = _f(4, "VGG width multiplier.", min=1, max=64, applies_when={"model.name": ["vgg"]})
 
 
 @dataclass(frozen=True)
 class AlgorithmSpec:
     name: str = _f("fedavg", "Federated algorithm (server strategy).", choices=ALGORITHMS)
-    mu: float = _f(0.0, "FedProx proximal term μ (0 = none).", min=0, max=1000)
+    # Shown for every algorithm: the proximal term is client training's, and the engine adds it
+    # whatever the server strategy (FedProx is FedAvg's server step with μ > 0).
+    mu: float = _f(
+        0.0, "Proximal term μ of client training, FedProx's (0 = none); it applies to every algorithm.", min=0, max=1000
+    )
     server_optimizer: str = _f(
         "sgd", "Server optimizer; follows from the algorithm.", choices=("sgd", "adam", "yogi", "adagrad")
     )
     server_lr: float = _f(1.0, "Server learning rate applied to the averaged update.", min=0, min_open=True, max=100)
-    server_momentum: float = _f(0.9, "Server momentum for FedAvgM.", min=0, max=0.999)
-    beta1: float = _f(0.9, "First-moment decay of FedAdam/FedYogi.", min=0, max=0.999)
-    beta2: float = _f(0.99, "Second-moment decay of FedAdam/FedYogi.", min=0, max=0.9999)
-    tau: float = _f(1e-3, "Adaptivity ε of FedAdam/FedYogi/FedAdagrad.", min=0, min_open=True, max=1)
+    server_momentum: float = _f(
+        0.9, "Server momentum for FedAvgM.", min=0, max=0.999, applies_when={"algorithm.name": ["fedavgm"]}
+    )
+    beta1: float = _f(
+        0.9,
+        "First-moment decay of FedAdam/FedYogi/FedAdagrad.",
+        min=0,
+        max=0.999,
+        applies_when={"algorithm.name": list(ADAPTIVE)},
+    )
+    beta2: float = _f(
+        0.99,
+        "Second-moment decay of FedAdam/FedYogi.",
+        min=0,
+        max=0.9999,
+        applies_when={"algorithm.name": ["fedadam", "fedyogi"]},
+    )
+    tau: float = _f(
+        1e-3,
+        "Adaptivity ε of FedAdam/FedYogi/FedAdagrad.",
+        min=0,
+        min_open=True,
+        max=1,
+        applies_when={"algorithm.name": list(ADAPTIVE)},
+    )
 
 
 @dataclass(frozen=True)
 class ParticipationSpec:
     clients_per_round: int = _f(10, "Clients sampled each round.", min=1, max=1_000_000)
     schedule: list[int] | None = _f(
-        None, "One cohort size per round; overrides clients_per_round.", nullable=True, max_length=1_000_000
+        None,
+        "One cohort size per round; overrides clients_per_round.",
+        nullable=True,
+        max_length=1_000_000,
+        advanced=True,
     )
 
 
@@ -113,8 +168,8 @@ class LocalSpec:
     epochs: int = _f(1, "Local epochs E.", min=1, max=1000)
     batch_size: int = _f(20, "Local batch size B.", min=1, max=65536)
     lr: float = _f(0.05, "Client learning rate.", min=0, min_open=True, max=10)
-    momentum: float = _f(0.0, "Client SGD momentum.", min=0, max=0.999)
-    weight_decay: float = _f(0.0, "Client weight decay.", min=0, max=1)
+    momentum: float = _f(0.0, "Client SGD momentum.", min=0, max=0.999, advanced=True)
+    weight_decay: float = _f(0.0, "Client weight decay.", min=0, max=1, advanced=True)
 
 
 @dataclass(frozen=True)
@@ -132,30 +187,46 @@ class HeterogeneitySpec:
 class CommunicationSpec:
     uplink: str = _f("fp32", "Codec for client updates.", choices=CODECS)
     downlink: str = _f("fp32", "Codec for the model sent to clients.", choices=CODECS)
-    topk_ratio: float = _f(0.01, "Share of entries kept by top-k.", min=0, max=1, min_open=True)
-    error_feedback: bool = _f(True, "Carry top-k's dropped mass into the client's next update.")
+    topk_ratio: float = _f(
+        0.01, "Share of entries kept by top-k.", min=0, max=1, min_open=True, applies_when=TOPK_ANY_LINK
+    )
+    # Residuals are kept per client for the uplink only: the downlink has no client-side memory.
+    error_feedback: bool = _f(
+        True,
+        "Carry top-k's dropped mass into the client's next update.",
+        applies_when={"communication.uplink": ["topk"]},
+    )
 
 
 @dataclass(frozen=True)
 class ComputeSpec:
     device: str = _f("auto", "auto, cpu, cuda, cuda:N or cuda:all.", max_length=16)
-    client_group_size: int = _f(64, "Clients trained together in one vectorised step.", min=1, max=4096)
-    precision: str = _f("fp32", "Training precision.", choices=PRECISIONS)
+    client_group_size: int = _f(64, "Clients trained together in one vectorised step.", min=1, max=4096, advanced=True)
+    precision: str = _f("fp32", "Training precision.", choices=PRECISIONS, advanced=True)
     isolation: str = _f(
-        "none", "process: train each round's clients in a fresh child process.", choices=("none", "process")
+        "none",
+        "process: train each round's clients in a fresh child process.",
+        choices=("none", "process"),
+        advanced=True,
     )
     training: str = _f(
         "auto",
         "vectorized (torch.func), sequential, or auto (vectorised when the model allows).",
         choices=TRAINING_MODES,
+        advanced=True,
     )
-    compile: bool = _f(False, "Capture the vectorised step with torch.compile (cache bounded by group size).")
+    compile: bool = _f(
+        False,
+        "Capture the vectorised step with torch.compile (cache bounded by group size).",
+        advanced=True,
+        applies_when={"compute.training": ["auto", "vectorized"]},
+    )
 
 
 @dataclass(frozen=True)
 class EvaluationSpec:
     every: int = _f(1, "Evaluate the global model every N rounds (and always on the last).", min=1, max=1_000_000)
-    batch_size: int = _f(1024, "Evaluation batch size.", min=1, max=65536)
+    batch_size: int = _f(1024, "Evaluation batch size.", min=1, max=65536, advanced=True)
 
 
 SECTIONS = {
@@ -266,7 +337,7 @@ class Spec:
             raise SpecError("algorithm.server_optimizer", f"must be '{expected}' for {self.algorithm.name}")
         if self.algorithm.server_optimizer != expected:
             object.__setattr__(self, "algorithm", dataclasses.replace(self.algorithm, server_optimizer=expected))
-        if self.data.dataset in ("emnist_h5", "femnist_leaf", "cifar10") and not self.data.path:
+        if self.data.dataset in FILE_DATASETS and not self.data.path:
             raise SpecError("data.path", f"is required for the {self.data.dataset} dataset")
         if self.data.partition == "natural" and self.data.dataset not in NATURAL_DATASETS:
             raise SpecError("data.partition", f"'natural' needs a dataset with writers, not {self.data.dataset}")
@@ -285,5 +356,16 @@ def _check_device(device: str) -> None:
 
 def spec_fields() -> dict[str, dict[str, Any]]:
     """Every spec field by dotted name (``data.alpha``): its help text, default, JSON type and
-    constraints (choices, min/max, nullable, max_length), in form order."""
+    constraints (choices, min/max, nullable, max_length), its ``applies_when`` rule and whether it
+    is ``advanced``, in form order."""
     return describe_fields(Spec)
+
+
+def applicable_fields(spec: Spec) -> dict[str, bool]:
+    """Every field by dotted name: whether it has any effect under ``spec``'s choices (by its
+    ``applies_when`` rule). The form hides the others from view; validation ignores this."""
+    flat = {}
+    for key, value in spec.to_dict().items():
+        items = value.items() if key in SECTIONS else [("", value)]
+        flat.update({f"{key}.{name}" if name else key: v for name, v in items})
+    return {name: applies(meta["applies_when"], flat) for name, meta in spec_fields().items()}

@@ -18,8 +18,7 @@ from workers.engine.data import partition
 from workers.engine.data.base import FederatedData, as_input
 from workers.engine.data.paths import confine, default_data_root
 from workers.engine.data.pool import Pool
-from workers.engine.data.shapes import FILE_DATASETS
-from workers.engine.spec import DataSpec, SpecError
+from workers.engine.spec import FILE_DATASETS, DataSpec, SpecError
 
 __all__ = ["FederatedData", "as_input", "build_data", "partition_summary"]
 

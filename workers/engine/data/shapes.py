@@ -13,7 +13,6 @@ CIFAR10_SAMPLES = 60_000
 # Mean samples per device of the synthetic benchmark: lognormal(4, 2) + 50, capped at 2,000
 # (measured over 2,000,000 draws: 289.4).
 SYNTHETIC_MEAN_SAMPLES = 290
-FILE_DATASETS = ("emnist_h5", "femnist_leaf", "cifar10")
 
 
 def input_shape_of(data: DataSpec) -> tuple[tuple[int, ...], int]:

@@ -1,0 +1,136 @@
+"""The new-experiment form in real Chromium: fields show only when they apply, the advanced fold,
+the keyboard, and the page without JavaScript (every field shows)."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.forms import HIDDEN_SPEC_FIELDS, form_name
+from tests.browser.conftest import log_in
+from workers.engine.fields import applies
+from workers.engine.spec import spec_fields
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration]
+
+RULED = {dotted: meta["applies_when"] for dotted, meta in spec_fields().items() if meta["applies_when"]}
+CHOICES = [d for d, meta in spec_fields().items() if meta["choices"] and d not in HIDDEN_SPEC_FIELDS]
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user("alice", password="alice-password")
+
+
+def shown(page) -> set[str]:
+    """Dotted names of the ruled fields the page shows (its script's verdict)."""
+    script = "() => [...document.querySelectorAll('[data-applies-when]')].filter(e => !e.hidden).map(e => e.id)"
+    return {i[len("field-") :].replace("__", ".") for i in page.evaluate(script)}
+
+
+def expected(page) -> set[str]:
+    """Dotted names of the ruled fields that apply to the page's current choices, by the engine's rules."""
+    values = {d: page.input_value(f"#id_{form_name(d)}") for d in CHOICES}
+    return {
+        d for d, rule in RULED.items() if applies([{f: list(map(str, v)) for f, v in a.items()} for a in rule], values)
+    }
+
+
+def visible(page, *dotted: str) -> list[bool]:
+    return [page.is_visible(f"#field-{form_name(d)}") for d in dotted]
+
+
+def test_it_shows_and_hides_fields_as_the_selection_changes(page, alice, daphne):
+    base = f"http://{daphne}"
+    log_in(page, base, "alice", "alice-password")
+    page.goto(f"{base}/experiments/new/")
+    assert page.is_visible("#applies-note") and not page.evaluate("document.getElementById('advanced').open")
+    assert visible(page, "data.alpha", "data.image_size") == [True, True]  # dirichlet, digits
+    assert visible(page, "data.shards_per_client", "model.hidden", "algorithm.beta1", "communication.topk_ratio") == [
+        False, False, False, False,
+    ]  # fmt: skip
+    assert visible(page, "algorithm.mu") == [True]  # the proximal term applies to every algorithm
+    assert shown(page) == expected(page)
+
+    steps = [
+        ("data.partition", "shards", ["data.shards_per_client"], ["data.alpha"]),
+        ("data.partition", "iid", [], ["data.alpha", "data.shards_per_client"]),
+        ("model.name", "mlp", ["model.hidden"], ["model.blocks", "model.width"]),
+        ("model.name", "vgg", ["model.blocks", "model.width"], ["model.hidden"]),
+        ("algorithm.name", "fedadam", ["algorithm.beta1", "algorithm.beta2", "algorithm.tau"], []),
+        ("algorithm.name", "fedadagrad", ["algorithm.beta1", "algorithm.tau"], ["algorithm.beta2"]),
+        ("algorithm.name", "fedavgm", ["algorithm.server_momentum"], ["algorithm.beta1", "algorithm.tau"]),
+        ("communication.downlink", "topk", ["communication.topk_ratio"], ["communication.error_feedback"]),
+        ("communication.uplink", "topk", ["communication.topk_ratio", "communication.error_feedback"], []),
+        ("communication.downlink", "fp32", ["communication.topk_ratio"], []),
+        ("communication.uplink", "int8", [], ["communication.topk_ratio", "communication.error_feedback"]),
+        ("data.dataset", "synthetic", ["data.synthetic_alpha", "data.synthetic_beta"], ["data.image_size"]),
+        ("data.dataset", "tokens", ["data.seq_len", "data.mean_samples"], ["data.synthetic_alpha", "data.path"]),
+        ("data.dataset", "synthetic_images", ["data.num_classes", "data.mean_samples"], ["data.seq_len"]),
+        ("data.dataset", "cifar10", ["data.path"], ["data.num_classes", "data.mean_samples"]),
+        ("data.dataset", "digits", ["data.image_size"], ["data.path"]),
+    ]
+    for control, value, now_shown, now_hidden in steps:
+        page.select_option(f"#id_{form_name(control)}", value)
+        assert visible(page, *now_shown) == [True] * len(now_shown), (control, value)
+        assert visible(page, *now_hidden) == [False] * len(now_hidden), (control, value)
+        assert shown(page) == expected(page), (control, value)
+    assert page.errors == []
+
+
+def test_it_is_usable_with_the_keyboard(page, alice, daphne):
+    base = f"http://{daphne}"
+    log_in(page, base, "alice", "alice-password")
+    page.goto(f"{base}/experiments/new/")
+    page.select_option("#id_data__partition", "iid")
+    page.focus("#id_data__partition")
+    page.keyboard.press("Tab")  # past the hidden alpha, shards and path: they are out of the focus order
+    assert page.evaluate("document.activeElement.id") == "id_data__image_size"
+    assert page.is_hidden("#id_compute__precision")  # folded
+    page.focus("#advanced > summary")
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.getElementById('advanced').open") and page.is_visible("#id_compute__precision")
+    page.keyboard.press("Tab")  # into the fold, at its first field
+    assert page.evaluate("document.activeElement.id") == "id_data__test_fraction"
+    page.focus("#advanced > summary")
+    page.keyboard.press("Space")
+    assert page.is_hidden("#id_compute__precision")
+    labels = page.evaluate(
+        "() => [...document.querySelectorAll('.field select, .field input')].filter(e => !e.labels.length).map(e => e.id)"
+    )
+    assert labels == []
+    assert page.errors == []
+
+
+def test_it_keeps_a_field_with_an_error_in_view_and_opens_the_fold_for_one(page, alice, daphne):
+    base = f"http://{daphne}"
+    log_in(page, base, "alice", "alice-password")
+    page.goto(f"{base}/experiments/new/")
+    page.fill("#id_name", "hidden but judged")
+    page.fill("#id_data__alpha", "0")
+    page.select_option("#id_data__partition", "iid")  # alpha no longer applies, but it is still checked
+    assert visible(page, "data.alpha") == [False]
+    page.click("#submit")
+    page.wait_for_selector("#field-data__alpha.invalid")
+    assert visible(page, "data.alpha") == [True] and "data.alpha must be > 0" in page.text_content("#field-data__alpha")
+    assert not page.evaluate("document.getElementById('advanced').open")
+
+    page.fill("#id_data__alpha", "0.5")
+    page.click("#advanced > summary")
+    page.fill("#id_local__weight_decay", "5")
+    page.click("#submit")
+    page.wait_for_selector("#field-local__weight_decay.invalid")
+    assert page.evaluate("document.getElementById('advanced').open") and visible(page, "local.weight_decay") == [True]
+
+
+def test_it_shows_every_field_without_javascript(browser, alice, daphne):
+    context = browser.new_context(java_script_enabled=False, viewport={"width": 1360, "height": 1000})
+    try:
+        page = context.new_page()
+        base = f"http://{daphne}"
+        log_in(page, base, "alice", "alice-password")
+        page.goto(f"{base}/experiments/new/")
+        hidden = [d for d in spec_fields() if d not in HIDDEN_SPEC_FIELDS and not visible(page, d)[0]]
+        assert hidden == []
+        assert page.is_hidden("#applies-note")
+    finally:
+        context.close()
