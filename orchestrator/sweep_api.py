@@ -84,9 +84,12 @@ def sweep_body(sweep: Sweep, user) -> dict:
 def sweeps(request: Request) -> Response:
     """List the sweeps you may read, or create one (every run validated first; all or none stored)."""
     if request.method == "GET":
-        qs = access.sweeps_visible_to(request.user).select_related("owner")[:200]
-        return Response([{"id": s.pk, "name": s.name, "axes": s.axes, "mode": s.mode, "owner": s.owner.username}
-                         for s in qs])  # fmt: skip
+        qs = access.sweeps_visible_to(request.user).select_related("owner").prefetch_related("experiments")[:200]
+        return Response([
+            {"id": s.pk, "name": s.name, "axes": s.axes, "mode": s.mode, "owner": s.owner.username,
+             "experiments": [{"id": e.pk, "status": e.status} for e in s.experiments.all()]}
+            for s in qs
+        ])  # fmt: skip
     serializer = SweepCreateSerializer(data=request.data, context={"request": request})
     serializer.is_valid(raise_exception=True)
     sweep = serializer.save()

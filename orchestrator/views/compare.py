@@ -11,6 +11,7 @@ from django.shortcuts import render
 from orchestrator.access import get_experiment_for_user
 from orchestrator.charts import compare_charts
 from orchestrator.rounds import rounds_of
+from orchestrator.sweep_stats import METRICS, differing_fields, group
 from orchestrator.views.pages import ids_param
 
 
@@ -39,4 +40,8 @@ def experiment_compare(request: HttpRequest) -> HttpResponse:
     series = [{"id": e.pk, "name": e.name, "rounds": rounds_of(e)} for e in experiments]
     ctx = {"experiments": experiments, "series": series, "differences": spec_differences([e.spec for e in experiments])}
     ctx["charts"] = compare_charts(series)
+    if request.GET.get("group"):  # runs that differ only by seed pool into one row: mean ± std
+        fields = differing_fields([e.spec for e in experiments])
+        ctx.update(group_fields=fields, metrics=METRICS)
+        ctx["groups"] = group(experiments, {s["id"]: s["rounds"] for s in series}, fields)
     return render(request, "orchestrator/experiment_compare.html", ctx)

@@ -109,3 +109,17 @@ def test_it_answers_the_api_with_the_configurations(client, user, enqueued):
     assert cancelled.json()["cancelled"] == 4
     assert client.delete(reverse("api_sweep", args=[data["id"]])).status_code == 204
     assert not Experiment.objects.exists()
+
+
+def test_it_groups_compared_runs_by_the_fields_that_differ(alice, user, enqueued):
+    sweep = create_sweep(owner=user, name="mu", base=BASE, axes={"algorithm.mu": [0, 1], "seed": [0, 1]})
+    _finish(sweep, lambda mu, seed: 0.4 + 0.2 * mu + 0.02 * seed)
+    ids = ",".join(str(pk) for pk in sweep.experiments.values_list("pk", flat=True))
+    page = alice.get(reverse("experiment_compare") + f"?ids={ids}&group=1")
+    assert page.context["group_fields"] == ["algorithm.mu"]  # the seed is pooled, not a group
+    groups = {g["label"]: g for g in page.context["groups"]}
+    assert set(groups) == {"mu=0.0", "mu=1.0"} and len(groups["mu=1.0"]["runs"]) == 2
+    assert groups["mu=1.0"]["final_accuracy"][0] == pytest.approx(0.61)
+    assert "0.6100 ± 0.0141" in page.content.decode()
+    ungrouped = alice.get(reverse("experiment_compare") + f"?ids={ids}")
+    assert "groups" not in ungrouped.context and 'id="group-runs"' in ungrouped.content.decode()
