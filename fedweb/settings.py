@@ -58,6 +58,8 @@ FEDWEB_MAX_ROUND_MEMORY_GPU = env_bytes("FEDWEB_MAX_ROUND_MEMORY_GPU", 80 * 10**
 FEDWEB_MAX_ROUNDS = env_int("FEDWEB_MAX_ROUNDS", 100_000, min_value=1)
 FEDWEB_MAX_CLIENTS = env_int("FEDWEB_MAX_CLIENTS", 500_000, min_value=1)
 FEDWEB_MAX_DATASET = env_bytes("FEDWEB_MAX_DATASET", 16 * 10**9)
+# The most runs one sweep may expand into (configurations x seeds); a bigger one is refused whole.
+FEDWEB_SWEEP_MAX_RUNS = env_int("FEDWEB_SWEEP_MAX_RUNS", 200, min_value=1)
 # Prometheus metrics (orchestrator/metrics.py, workers/metrics.py): web /metrics needs this bearer
 # token when set, else answers loopback only; each worker serves its own on this port (+1, +2...
 # when taken by another worker on the host), or not at all when unset.

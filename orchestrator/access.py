@@ -29,7 +29,7 @@ from django.urls import reverse
 
 from accounts.models import CREATOR_ROLES, Membership, Team
 from orchestrator.events import WorkerEvent
-from orchestrator.models import Experiment, Visibility
+from orchestrator.models import Experiment, Sweep, Visibility
 
 SCOPES = ("mine", "team", "shared")
 
@@ -200,3 +200,32 @@ def share_path(experiment: Experiment) -> str | None:
     if not experiment.share_token:
         return None
     return reverse("experiment_shared", args=[experiment.share_token])
+
+
+# -- sweeps: the same roles and rights as an experiment (role_for reads owner, team and visibility) --
+
+
+def sweeps_visible_to(user) -> QuerySet[Sweep]:
+    """Every sweep ``user`` may read, each row annotated with the user's team role (one query)."""
+    if not (user and user.is_authenticated):
+        return Sweep.objects.none()
+    role = Membership.objects.filter(team=OuterRef("team"), user=user).values("role")[:1]
+    qs = Sweep.objects.annotate(
+        access_team_role=Subquery(role), access_user_id=Value(user.id, output_field=IntegerField())
+    )
+    if user.is_superuser:
+        return qs
+    shared = Q(visibility__in=[Visibility.TEAM, Visibility.PUBLIC], access_team_role__isnull=False)
+    return qs.filter(Q(owner=user) | shared)
+
+
+def get_sweep_for_user(user, pk: int, *, control: bool = False, delete: bool = False) -> Sweep:
+    """The sweep, if ``user`` may read it (404 otherwise); ``control``/``delete`` as for experiments (403)."""
+    sweep = sweeps_visible_to(user).select_related("owner", "team").filter(pk=pk).first()
+    if sweep is None:
+        raise Http404("No such sweep")
+    if control and not can_control(sweep, user):
+        raise PermissionDenied("You may view this sweep but not control it")
+    if delete and not can_delete(sweep, user):
+        raise PermissionDenied("Only the sweep's owner or a team owner may do this")
+    return sweep

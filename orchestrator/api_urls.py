@@ -4,7 +4,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
 from accounts import api as token_api
-from orchestrator import api, priority
+from orchestrator import api, priority, sweep_api
 
 urlpatterns = [
     path("experiments/", api.experiments, name="api_experiments"),
@@ -21,6 +21,9 @@ urlpatterns = [
     path("experiments/<int:pk>/priority/", priority.api_priority, name="api_experiment_priority"),
     path("experiments/<int:pk>/rounds/", api.rounds, name="api_rounds"),
     path("experiments/<int:pk>/rounds.csv", api.rounds_csv, name="api_rounds_csv"),
+    path("sweeps/", sweep_api.sweeps, name="api_sweeps"),
+    path("sweeps/<int:pk>/", sweep_api.sweep, name="api_sweep"),
+    path("sweeps/<int:pk>/cancel/", sweep_api.sweep_cancel, name="api_sweep_cancel"),
     path("teams/", api.teams, name="api_teams"),
     path("token/", token_api.token, name="api_token_obtain"),
     path("token/rotate/", token_api.token_rotate, name="api_token_rotate"),

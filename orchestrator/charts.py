@@ -242,3 +242,56 @@ def compare_charts(series: list[dict]) -> dict:
         "figures": {f"cmp-{c.id}": compare_figure(c, series) for c in charts},
         "x_axes": {str(s["id"]): x_axes(s["rounds"]) for s in series},
     }
+
+
+# -- sweeps: one line per configuration (mean over seeds) in a shaded ± std band; parallel coordinates --
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def band_figure(title: str, y_title: str, curves: list[dict]) -> dict:
+    """One chart of a sweep's metric: for each configuration (``{"label", "x", "mean", "std"}``) a
+    mean line (``meta.role`` "mean") over a shaded band from mean - std to mean + std (two traces,
+    "upper" and "lower", out of the legend)."""
+    traces = []
+    for i, c in enumerate(curves):
+        color = PALETTE[i % len(PALETTE)]
+        upper = [m + s for m, s in zip(c["mean"], c["std"], strict=True)]
+        lower = [m - s for m, s in zip(c["mean"], c["std"], strict=True)]
+        common = {"x": c["x"], "legendgroup": c["label"], "hoverinfo": "skip", "showlegend": False}
+        traces.append(go.Scatter(y=upper, mode="lines", line={"width": 0}, meta={"role": "upper"}, **common))
+        traces.append(go.Scatter(y=lower, mode="lines", line={"width": 0}, fill="tonexty",
+                                 fillcolor=_rgba(color, 0.18), meta={"role": "lower"}, **common))  # fmt: skip
+        traces.append(go.Scatter(
+            x=c["x"], y=c["mean"], name=c["label"], legendgroup=c["label"], mode="lines+markers",
+            line={"color": color, "width": 2}, marker={"size": 4}, meta={"role": "mean", "std": c["std"]},
+        ))  # fmt: skip
+    chart = Chart(f"sweep-{title}", title, y_title, ())
+    layout = _layout(chart, y_title=y_title, right_axis=False)
+    layout["title"] = {"text": title, "x": 0, "font": {"size": 13}}
+    layout["margin"]["t"] = 60
+    return _figure_json(traces, layout)
+
+
+def parallel_figure(fields: list[str], rows: list[dict], target: str = "final accuracy") -> dict:
+    """Parallel coordinates: one line per run from its swept values (``rows``: {"values": {field:
+    value}, "target": float | None}) to ``target``. Text values get one tick each."""
+    dimensions = []
+    for field in fields:
+        values = [r["values"].get(field) for r in rows]
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            dimensions.append({"label": field, "values": values})
+        else:  # categories: positions with their names as ticks
+            names = sorted({json.dumps(v) for v in values})
+            dimensions.append({
+                "label": field, "values": [names.index(json.dumps(v)) for v in values],
+                "tickvals": list(range(len(names))), "ticktext": names,
+            })  # fmt: skip
+    scores = [r["target"] if r["target"] is not None else float("nan") for r in rows]
+    dimensions.append({"label": target, "values": scores})
+    line = {"color": scores, "colorscale": "Viridis", "showscale": True}
+    layout = {"margin": {"l": 70, "r": 70, "t": 50, "b": 30}, "font": {"size": 12}, "paper_bgcolor": "#fff"}
+    return _figure_json([go.Parcoords(dimensions=dimensions, line=line)], layout)

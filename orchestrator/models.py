@@ -26,11 +26,12 @@ from orchestrator import events
 from orchestrator.fleet import Worker, pick_queue
 from orchestrator.limits import check_new_spec
 from orchestrator.records import Checkpoint, LogEntry, RoundMetric, checkpoint_folder
+from orchestrator.sweep_model import Sweep
 from workers.engine.spec import Spec, SpecError
 
 __all__ = [
     "ACTIVE", "FINISHED", "Checkpoint", "check_team_visibility", "Experiment", "LogEntry", "RoundMetric", "Status", "Visibility", "Worker",
-    "checkpoint_folder",
+    "Sweep", "checkpoint_folder",
 ]  # fmt: skip
 
 
@@ -82,6 +83,8 @@ class Experiment(models.Model):
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     tags = models.JSONField(default=list, blank=True)
+    # The sweep it is one run of; deleting the sweep deletes its runs.
+    sweep = models.ForeignKey(Sweep, models.CASCADE, null=True, blank=True, related_name="experiments")
     spec = models.JSONField(validators=[validate_spec])
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT, db_index=True)
     current_round = models.PositiveIntegerField(default=0)  # rounds completed and recorded

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from orchestrator import priority
-from orchestrator.views import compare, controls, downloads, health, pages, workers
+from orchestrator.views import compare, controls, downloads, health, pages, sweeps, workers
 
 # URL names are a contract with the REST API and the permission tests: keep them stable.
 urlpatterns = [
@@ -22,6 +22,11 @@ urlpatterns = [
     path("experiments/<int:pk>/priority/", priority.experiment_priority, name="experiment_priority"),
     path("share/<str:token>/", pages.experiment_shared, name="experiment_shared"),
     path("compare/", compare.experiment_compare, name="experiment_compare"),
+    path("sweeps/", sweeps.sweep_list, name="sweep_list"),
+    path("sweeps/new/", sweeps.sweep_new, name="sweep_new"),
+    path("sweeps/<int:pk>/", sweeps.sweep_detail, name="sweep_detail"),
+    path("sweeps/<int:pk>/cancel/", sweeps.sweep_cancel, name="sweep_cancel"),
+    path("sweeps/<int:pk>/delete/", sweeps.sweep_delete, name="sweep_delete"),
     path("workers/", workers.worker_list, name="worker_list"),
     path("workers.json", workers.worker_list_json, name="worker_list_json"),
 ]

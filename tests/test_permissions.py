@@ -26,7 +26,7 @@ from rest_framework.authtoken.models import Token
 
 from orchestrator import access
 from orchestrator.consumers import ExperimentConsumer
-from orchestrator.models import Experiment, Status
+from orchestrator.models import Experiment, Status, Sweep
 from tests.accounts.world import fast_password_hashing, make_experiment, make_world  # noqa: F401
 from tests.conftest import TINY_SPEC
 
@@ -77,6 +77,12 @@ PAGES = [
     Endpoint("experiment_shared", "page", "get", "experiment_shared", "any"),
     Endpoint("experiment_sharing", "page", "get", "experiment_sharing", "delete"),
     Endpoint("experiment_sharing_revoke", "page", "post", "experiment_sharing", "delete", after="revoked"),
+    # The matrix experiment is a run of the matrix sweep (shared with the team, no public link).
+    Endpoint("sweep_list", "page", "get", "sweep_list", "login", lists=True),
+    Endpoint("sweep_new", "page", "get", "sweep_new", "login"),
+    Endpoint("sweep_detail", "page", "get", "sweep_detail", "read"),
+    Endpoint("sweep_cancel", "page", "post", "sweep_cancel", "control", status="running", after="cancelled"),
+    Endpoint("sweep_delete", "page", "post", "sweep_delete", "delete", after="deleted"),
 ]
 API = [
     Endpoint("api_list", "api", "get", "/api/experiments/", "login", lists=True),
@@ -94,6 +100,13 @@ API = [
     Endpoint("api_rounds_csv", "api", "get", "/api/experiments/{pk}/rounds.csv", "read"),
     Endpoint("api_teams", "api", "get", "/api/teams/", "login"),
     Endpoint("api_schema", "api", "get", "/api/schema/", "any"),
+    Endpoint("api_sweeps", "api", "get", "/api/sweeps/", "login", lists=True),
+    Endpoint("api_sweep_create", "api", "post", "/api/sweeps/", "login", after="created"),
+    Endpoint("api_sweep", "api", "get", "/api/sweeps/{sweep}/", "read"),
+    Endpoint("api_sweep_delete", "api", "delete", "/api/sweeps/{sweep}/", "delete", after="deleted"),
+    Endpoint(
+        "api_sweep_cancel", "api", "post", "/api/sweeps/{sweep}/cancel/", "control", status="running", after="cancelled"
+    ),  # fmt: skip
 ]
 
 
@@ -110,6 +123,11 @@ def expected(role: str, endpoint: Endpoint) -> str:
 def world():
     world = make_world()
     world.other_experiment = make_experiment(world.owner, team=world.team, visibility="public", name="matrix-exp-b")
+    world.sweep = Sweep.objects.create(
+        owner=world.owner, team=world.team, visibility="team", name=f"{world.experiment.name} sweep",
+        base_spec=TINY_SPEC, axes={"seed": [TINY_SPEC["seed"]]},
+    )  # fmt: skip
+    Experiment.objects.filter(pk=world.experiment.pk).update(sweep=world.sweep)
     return world
 
 
@@ -120,8 +138,10 @@ def _user(world, role):
 def _page_url(endpoint: Endpoint, world, role: str) -> str:
     e = world.experiment
     args = {"experiment_shared": [e.share_token], "experiment_compare": []}.get(endpoint.target, [e.pk])
-    if endpoint.target in ("experiment_list", "experiment_new", "worker_list"):
+    if endpoint.target in ("experiment_list", "experiment_new", "worker_list", "sweep_list", "sweep_new"):
         args = []
+    if endpoint.target in ("sweep_detail", "sweep_cancel", "sweep_delete"):
+        args = [world.sweep.pk]
     url = reverse(endpoint.target, args=args)
     query = {}
     if endpoint.target == "experiment_compare":
@@ -138,6 +158,7 @@ def _page_request(endpoint: Endpoint, world, role: str):
     data = {
         "experiment_sharing_revoke": {"action": "revoke_link"},
         "experiment_delete": {"confirm": "yes"},
+        "sweep_delete": {"confirm": "yes"},
         "experiment_priority": {"priority": PRIORITY},
     }.get(endpoint.id, {})
     return getattr(client, endpoint.method)(_page_url(endpoint, world, role), data)
@@ -148,11 +169,14 @@ def _api_request(endpoint: Endpoint, world, role: str):
     headers = {}
     if user := _user(world, role):
         headers["HTTP_AUTHORIZATION"] = f"Token {Token.objects.get_or_create(user=user)[0].key}"
-    url = endpoint.target.format(pk=world.experiment.pk)
+    url = endpoint.target.format(pk=world.experiment.pk, sweep=world.sweep.pk)
     if role == "public":
         url += f"?token={world.experiment.share_token}"  # a share token is no API credential
     if endpoint.id == "api_create":
         body = {"name": "created", "spec": TINY_SPEC}
+        return client.post(url, body, content_type="application/json", **headers)
+    if endpoint.id == "api_sweep_create":
+        body = {"name": "created", "spec": TINY_SPEC, "axes": {"seed": [0, 1]}}
         return client.post(url, body, content_type="application/json", **headers)
     if endpoint.id == "api_priority":
         return client.post(url, {"priority": PRIORITY}, content_type="application/json", **headers)
@@ -192,7 +216,7 @@ def _assert_effect(outcome: str, endpoint: Endpoint, world):
     if endpoint.after == "deleted":
         assert (e is None) == allowed
     elif endpoint.after == "created":
-        assert Experiment.objects.filter(name="created").exists() == allowed
+        assert Experiment.objects.filter(name__startswith="created").exists() == allowed
     elif endpoint.after == "revoked":
         assert (e.share_token is None) == allowed
     elif endpoint.after == "prioritised":

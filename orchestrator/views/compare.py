@@ -13,6 +13,8 @@ from orchestrator.charts import compare_charts
 from orchestrator.rounds import rounds_of
 from orchestrator.spec_table import flatten
 from orchestrator.summaries import METRICS, cells, summarize
+from orchestrator.sweep_stats import METRICS as GROUP_METRICS
+from orchestrator.sweep_stats import differing_fields, group
 from orchestrator.views.pages import ids_param
 
 
@@ -33,4 +35,8 @@ def experiment_compare(request: HttpRequest) -> HttpResponse:
     ctx["charts"] = compare_charts(series)
     ctx["metrics"] = METRICS
     ctx["rows"] = [(e, cells(summarize(s["rounds"]))) for e, s in zip(experiments, series, strict=True)]
+    if request.GET.get("group"):  # runs that differ only by seed pool into one row: mean ± std
+        fields = differing_fields([e.spec for e in experiments])
+        ctx.update(group_fields=fields, group_metrics=GROUP_METRICS)
+        ctx["groups"] = group(experiments, {s["id"]: s["rounds"] for s in series}, fields)
     return render(request, "orchestrator/experiment_compare.html", ctx)

@@ -1,0 +1,148 @@
+"""The new-sweep form: a base spec (JSON, filled from a preset or a cloned sweep), the swept fields
+one per line (``algorithm.mu: 0, 0.01, 0.1, 1``), the seeds, and grid or seeded random sampling.
+``clean()`` expands the sweep with ``sweeps.expand``: the form accepts exactly what the API accepts."""
+
+from __future__ import annotations
+
+import json
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from fedweb import inputs
+from orchestrator.access import teams_for_creation
+from orchestrator.models import check_team_visibility
+from orchestrator.sweep_model import SEED_FIELD, SWEEP_MODES
+from orchestrator.sweeps import SweepError, expand
+
+AXES_HELP = "One swept field a line: algorithm.mu: 0, 0.01, 0.1, 1 (or a JSON list after the colon)."
+
+
+def parse_values(text: str) -> list:
+    """``0, 0.01, fedavg`` or ``[0, 0.01]`` as a list; each item is JSON where it parses, else text."""
+    text = text.strip()
+    if text.startswith("["):
+        try:
+            values = inputs.loads(text)
+        except inputs.JSONInputError:
+            raise ValueError("is not a valid JSON list") from None
+        if not isinstance(values, list):
+            raise ValueError("must be a list")
+        return values
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    return [_scalar(item) for item in items]
+
+
+def _scalar(item: str):
+    try:
+        return json.loads(item)
+    except json.JSONDecodeError:
+        return item  # a bare word: a choice such as fedavg
+
+
+def parse_axes(text: str) -> dict[str, list]:
+    """The axes textarea as {field: values}; ``ValueError`` naming the line that is not ``field: values``."""
+    axes: dict[str, list] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        field, colon, values = line.partition(":")
+        if not colon or not field.strip():
+            raise ValueError(f"line {number} must read field: value, value, ...")
+        try:
+            axes[field.strip()] = parse_values(values)
+        except ValueError as e:
+            raise ValueError(f"line {number}: {field.strip()} {e}") from None
+    return axes
+
+
+def axes_text(axes: dict) -> str:
+    """The axes as the textarea shows them (a clone), the seed left to its own field."""
+    return "\n".join(f"{f}: {json.dumps(v)}" for f, v in axes.items() if f != SEED_FIELD)
+
+
+class SweepForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    tags = forms.CharField(required=False, help_text="Comma-separated.")
+    team = forms.ModelChoiceField(queryset=None, required=False, help_text="Share the sweep with a team you belong to.")
+    visibility = forms.ChoiceField(
+        choices=[("private", "private: only me"), ("team", "team: the team's members, by role")],
+        initial="private",
+        required=False,
+    )
+    base_spec = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 12, "class": "mono"}),
+        help_text="The spec every run shares (JSON); fields left out take their defaults.",
+    )
+    axes = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}), help_text=AXES_HELP)
+    seeds = forms.CharField(required=False, help_text="Every configuration runs once per seed: 0, 1, 2.")
+    mode = forms.ChoiceField(choices=[(m, m) for m in SWEEP_MODES], initial="grid",
+                             help_text="grid: every combination; random: a seeded sample of it.")  # fmt: skip
+    samples = forms.IntegerField(required=False, min_value=1, help_text="random: how many configurations to draw.")
+    sample_seed = forms.IntegerField(initial=0, min_value=0, required=False, help_text="random: the draw's seed.")
+
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].queryset = teams_for_creation(user)
+        self.sweep_args: dict = {}
+
+    def clean_tags(self) -> list[str]:
+        return list(dict.fromkeys(t.strip() for t in self.cleaned_data["tags"].split(",") if t.strip()))
+
+    def clean_visibility(self) -> str:
+        return self.cleaned_data["visibility"] or "private"
+
+    def clean_base_spec(self) -> dict:
+        try:
+            spec = inputs.loads(self.cleaned_data["base_spec"])
+        except inputs.JSONInputError as e:
+            raise ValidationError(f"base spec is not valid JSON: {e}") from None
+        if not isinstance(spec, dict):
+            raise ValidationError("base spec must be a JSON object")
+        return spec
+
+    def clean_axes(self) -> dict:
+        try:
+            return parse_axes(self.cleaned_data["axes"])
+        except ValueError as e:
+            raise ValidationError(f"axes: {e}") from None
+
+    def clean_seeds(self) -> list | None:
+        text = self.cleaned_data["seeds"].strip()
+        if not text:
+            return None
+        try:
+            return parse_values(text)
+        except ValueError as e:
+            raise ValidationError(f"seeds {e}") from None
+
+    def clean(self):
+        cleaned = super().clean()
+        try:
+            check_team_visibility(cleaned.get("visibility"), cleaned.get("team"))
+        except ValidationError as e:
+            self.add_error(None, e)
+        if self.errors:
+            return cleaned
+        axes = dict(cleaned["axes"])
+        if cleaned.get("seeds") is not None:
+            axes[SEED_FIELD] = cleaned["seeds"]
+        args = {"base": cleaned["base_spec"], "axes": axes, "mode": cleaned["mode"], "samples": cleaned.get("samples"),
+                "sample_seed": cleaned.get("sample_seed") or 0}  # fmt: skip
+        try:
+            expand(**args)
+        except SweepError as e:
+            for key, messages in e.errors.items():
+                self.add_error(self._field_of(key, axes), messages)
+        self.sweep_args = args
+        return cleaned
+
+    def _field_of(self, key: str, axes: dict) -> str | None:
+        """The form field an expansion error belongs beside: the swept field's line or the base spec."""
+        if key in ("axes", "mode", "samples"):
+            return key
+        dotted = key.removeprefix("spec.")
+        if dotted == SEED_FIELD and SEED_FIELD in axes:
+            return "seeds"
+        return "axes" if dotted in axes else "base_spec"

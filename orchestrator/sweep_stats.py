@@ -1,0 +1,98 @@
+"""Runs grouped into configurations, with mean ± std over the runs of each (the seeds): the sweep
+page's table and curves, and the compare page's grouping. Pure functions of specs and rounds."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from orchestrator.sweep_model import SEED_FIELD
+
+# The table's metrics: (key, label, RoundResult field, how one run's value is read from its rounds).
+METRICS = (
+    ("final_accuracy", "Final accuracy", "test_accuracy", "final"),
+    ("best_accuracy", "Best accuracy", "test_accuracy", "max"),
+    ("final_loss", "Final test loss", "test_loss", "final"),
+    ("best_loss", "Best test loss", "test_loss", "min"),
+)
+
+
+def value_at(spec: dict, dotted: str) -> Any:
+    """The value of a dotted field (``algorithm.mu``) in a spec dict; None where absent."""
+    section, _, name = dotted.partition(".")
+    node = spec.get(section)
+    return node.get(name) if name and isinstance(node, dict) else (None if name else node)
+
+
+def mean_std(values: list[float]) -> tuple[float | None, float | None]:
+    """Mean and sample standard deviation (0 for a single value); (None, None) for none."""
+    if not values:
+        return None, None
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def run_value(rounds: list[dict], field: str, how: str) -> float | None:
+    """One run's final, max or min value of ``field`` over its evaluated rounds."""
+    values = [r[field] for r in rounds if r.get(field) is not None]
+    if not values:
+        return None
+    return values[-1] if how == "final" else max(values) if how == "max" else min(values)
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    """A nested spec dict as {dotted field: value}."""
+    out = {}
+    for key, value in d.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def differing_fields(specs: list[dict]) -> list[str]:
+    """The dotted fields whose values are not all equal, the seed left out: what tells groups apart."""
+    flat = [flatten(s) for s in specs]
+    keys = sorted({k for f in flat for k in f})
+    return [k for k in keys if k != SEED_FIELD and len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
+
+
+def group(experiments: list, rounds_by_id: dict[int, list[dict]], fields: list[str]) -> list[dict]:
+    """One row per configuration (the values of ``fields``), in first-seen order: its runs, the
+    seeds, how many finished, and mean ± std over the runs of every metric of ``METRICS``."""
+    buckets: dict[str, list] = defaultdict(list)
+    configs: dict[str, dict] = {}
+    for e in experiments:
+        config = {f: value_at(e.spec, f) for f in fields}
+        key = json.dumps(config, sort_keys=True)
+        configs.setdefault(key, config)
+        buckets[key].append(e)
+    rows = []
+    for key, runs in buckets.items():
+        config = configs[key]
+        row = {
+            "config": config,
+            "label": " ".join(f"{f.rsplit('.', 1)[-1]}={json.dumps(v)}" for f, v in config.items()) or "all runs",
+            "runs": runs,
+            "seeds": [e.spec.get(SEED_FIELD) for e in runs],
+            "finished": sum(1 for e in runs if e.is_finished),
+        }
+        for metric, _, field, how in METRICS:
+            values = [run_value(rounds_by_id.get(e.pk, []), field, how) for e in runs]
+            row[metric] = mean_std([v for v in values if v is not None])
+        rows.append(row)
+    return rows
+
+
+def band(runs: list, rounds_by_id: dict[int, list[dict]], field: str) -> dict:
+    """A configuration's curve: per round, the mean and std of ``field`` over the runs that have it."""
+    per_round: dict[int, list[float]] = defaultdict(list)
+    for e in runs:
+        for r in rounds_by_id.get(e.pk, []):
+            if r.get(field) is not None:
+                per_round[r["round"]].append(float(r[field]))
+    xs = sorted(per_round)
+    stats = [mean_std(per_round[x]) for x in xs]
+    return {"x": xs, "mean": [m for m, _ in stats], "std": [s for _, s in stats]}

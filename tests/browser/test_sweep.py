@@ -1,0 +1,79 @@
+"""Acceptance of sweeps (issue 12 item 1): a 4 x 3 sweep (mu x seeds) of the FedProx stragglers
+preset, submitted from the form in real Chromium, runs on a real Celery worker; its page shows 4
+mean ± std lines and the configurations table, which sorts by the clicked column."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from orchestrator.models import Sweep
+from tests import live
+from tests.browser.conftest import log_in
+from workers.engine.presets import PRESETS
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.slow]
+
+MUS = (0, 0.01, 0.1, 1)
+
+
+def small_stragglers() -> dict:
+    """The preset, small enough for CI: 3 rounds, 6 clients, 3 a round, 2 local epochs, on the CPU."""
+    spec = copy.deepcopy(PRESETS["fedprox-stragglers"]["spec"])
+    spec.update(rounds=3, compute={"device": "cpu"})
+    spec["data"]["num_clients"] = 6
+    spec["participation"]["clients_per_round"] = 3
+    spec["local"]["epochs"] = 2
+    return spec
+
+
+def _column(page, key: str) -> list[float]:
+    script = "(k) => Array.from(document.querySelectorAll(`#sweep-table tbody td[data-key='${k}']`))"
+    return page.evaluate(script + ".map(td => parseFloat(td.dataset.value))", key)
+
+
+def test_it_runs_a_4_by_3_sweep_from_the_form_and_charts_mean_and_std(page, django_user_model, daphne, workers,
+                                                                      artifacts):  # fmt: skip
+    django_user_model.objects.create_user("alice", password="alice-password")
+    workers.start("w1", concurrency=2)
+    base = f"http://{daphne}"
+    log_in(page, base, "alice", "alice-password")
+    page.goto(f"{base}/sweeps/new/?preset=fedprox-stragglers")
+    assert json.loads(page.input_value("#id_base_spec"))["algorithm"]["name"] == "fedprox"
+    page.fill("#id_name", "fedprox mu")
+    page.fill("#id_base_spec", json.dumps(small_stragglers(), indent=2))
+    page.fill("#id_axes", "algorithm.mu: " + ", ".join(map(str, MUS)))
+    page.fill("#id_seeds", "0, 1, 2")
+    page.click("#submit-sweep")
+    page.wait_for_url(f"{base}/sweeps/*/")
+
+    sweep = Sweep.objects.get()
+    runs = sweep.experiments.all()
+    assert runs.count() == 12
+    live.wait_for(lambda: all(e.status == "completed" for e in runs.all()), 240, "12 runs completed")
+    page.reload()  # the page reloads itself as runs finish; this makes the final state certain
+    assert "12 of 12 runs finished" in " ".join(page.text_content("#sweep-progress").split())
+
+    means = page.evaluate("() => document.getElementById('sweep-test_accuracy').data"
+                          ".filter(t => t.meta.role === 'mean').map(t => [t.name, t.y.length])")  # fmt: skip
+    assert sorted(name for name, _ in means) == sorted(f"mu={json.dumps(float(mu))}" for mu in MUS)
+    assert all(length == 3 for _, length in means)  # one mean point a round
+    bands = page.evaluate("() => document.getElementById('sweep-test_accuracy').data"
+                          ".filter(t => t.meta.role === 'lower' && t.fill === 'tonexty').length")  # fmt: skip
+    assert bands == 4
+    parallel = page.evaluate("() => document.getElementById('sweep-parallel').data[0].dimensions.length")
+    assert parallel == 2  # mu -> final accuracy
+
+    final = _column(page, "final_accuracy")
+    assert len(final) == 4 and final == sorted(final, reverse=True)  # best configuration first
+    page.click("#sweep-table th[data-key='final_loss']")
+    losses = _column(page, "final_loss")
+    assert losses == sorted(losses, reverse=True)
+    page.click("#sweep-table th[data-key='final_loss']")
+    assert _column(page, "final_loss") == sorted(losses)
+    page.click("#sweep-table th[data-key='final_accuracy']")
+    assert _column(page, "final_accuracy") == final
+    page.screenshot(path=str(artifacts / "sweep.png"), full_page=True)
+    assert page.errors == []
