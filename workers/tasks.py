@@ -68,7 +68,8 @@ def _execute(experiment_id: int, round_number: int, worker: str, log_line):
         if sim.spec.privacy.mechanism != "none":
             from workers.privacy import spent_epsilon  # the accountant: here, not in the engine
 
-            metrics["dp_epsilon"] = spent_epsilon(sim.spec, round_number)
+            eps = spent_epsilon(sim.spec, round_number)
+            metrics["dp_epsilon"] = eps if eps is not None and eps < float("inf") else None  # JSON has no ∞
         RoundMetric.record(experiment, metrics)
         if runtime.checkpoint_due(round_number, experiment.total_rounds):
             runtime.save_checkpoint(experiment, sim)
