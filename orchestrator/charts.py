@@ -66,6 +66,7 @@ class Trace:
     dash: str = "solid"
     right_axis: bool = False
     compare: str = ""  # on the compare page, once per experiment: "solid" (bold, in the legend) or "dot" (faint)
+    fill: str = ""  # "tonexty": shade down to the previous trace (a quantile band)
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,59 @@ DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 EMPTY_TEXT = "No rounds yet: the charts fill in as rounds finish."
 
 
+def _band(prefix: str, color: str, shade: str) -> tuple[Trace, ...]:
+    """p10–p90 and p25–p75 bands and the median of ``prefix_pNN`` fields (RoundResult's quantiles)."""
+
+    def q(n: int, fill: str = "", **kw) -> Trace:
+        return Trace(f"p{n}", Series((f"{prefix}_p{n}",)), shade, kind="plain", fill=fill, **kw)
+
+    return (q(10), q(90, "tonexty"), q(25), q(75, "tonexty"), Trace("median", Series((f"{prefix}_p50",)), color))
+
+
+# Shown only for runs that record them (federated evaluation, DP): see _charts_for.
+CLIENT_CHARTS: tuple[Chart, ...] = (
+    Chart("clients", "Per-client accuracy (own test data)", "accuracy", (
+        *_band("client_accuracy", "#16a34a", "rgba(22,163,74,0.25)"),
+        Trace("mean", Series(("client_accuracy_mean",)), "#2563eb", compare="solid"),
+        Trace("worst 10% mean", Series(("client_accuracy_worst10",)), "#dc2626", compare="dot"),
+    ), compare_title="Per-client accuracy: mean (solid) and worst 10% (dotted)", y_range=(0.0, 1.0)),
+    Chart("client-loss", "Per-client training loss", "loss", (
+        *_band("train_loss", "#2563eb", "rgba(37,99,235,0.2)"),
+    )),
+    Chart("privacy", "Privacy spent", "ε", (
+        Trace("ε", Series(("dp_epsilon",)), "#9333ea", compare="solid"),
+        Trace("clip norm C", Series(("dp_clip_norm",)), "#6b7280", kind="plain", dash="dash", right_axis=True),
+    ), compare_title="Privacy spent (ε)", y2_title="clip norm C"),
+)  # fmt: skip
+# A chart is drawn when a round has its key (or the spec says the run will record it).
+_SHOWN_BY = {"clients": "client_accuracy_mean", "client-loss": "train_loss_p50", "privacy": "dp_epsilon"}
+
+
+def _charts_for(rounds: list[dict], spec: dict | None = None) -> list[Chart]:
+    spec = spec or {}
+    planned = {
+        "clients": (spec.get("evaluation") or {}).get("clients", "none") != "none",
+        "client-loss": bool(spec),
+        "privacy": (spec.get("privacy") or {}).get("mechanism", "none") != "none",
+    }
+    extra = [c for c in CLIENT_CHARTS if planned[c.id] or any(r.get(_SHOWN_BY[c.id]) is not None for r in rounds)]
+    return [*CHARTS, *extra]
+
+
+def participation_figure(rounds: list[dict]) -> dict | None:
+    """Bars: how many clients have been sampled 0, 1, 2, … times, as of the last round that says."""
+    last = next((r for r in reversed(rounds) if r.get("participation_histogram")), None)
+    if last is None:
+        return None
+    counts = last["participation_histogram"]
+    labels = [str(k) for k in range(len(counts) - 1)] + [f"{len(counts) - 1}+"]
+    # A recipe no round matches: the page's live updates leave this snapshot alone.
+    bars = go.Bar(x=labels, y=counts, name="clients", marker={"color": "#0891b2"}, meta=Series(("-",)).meta())
+    layout = _layout(Chart("participation", "", "clients", ()), y_title="clients", right_axis=False)
+    layout["xaxis"] = {"title": {"text": f"times sampled (after round {last['round']})"}, "type": "category"}
+    return _figure_json([bars], layout)
+
+
 def _trace(trace: Trace, rounds: list[dict], **style) -> go.BaseTraceType:
     xs, ys = trace.series.points(rounds)
     common = {
@@ -141,6 +195,8 @@ def _trace(trace: Trace, rounds: list[dict], **style) -> go.BaseTraceType:
     width = style.pop("width", 2)
     if trace.kind == "bar":
         return go.Bar(marker={"color": color}, **common, **style)
+    if trace.fill:
+        style["fill"], style["fillcolor"] = trace.fill, color
     mode = "lines+markers" if trace.kind == "line" else "lines"
     line = {"color": color, "width": width, "dash": dash}
     return go.Scatter(mode=mode, line=line, marker={"size": 5}, **common, **style)
@@ -221,12 +277,20 @@ def x_axes(rounds: list[dict]) -> dict:
     return {"round": seconds[0], "seconds": seconds[1], "mb": mb[1]}
 
 
-def dashboard_charts(rounds: list[dict]) -> dict:
+def dashboard_charts(rounds: list[dict], spec: dict | None = None) -> dict:
     """What the dashboard and the report need to draw and extend their charts (the
-    ``charts-data`` script): each chart's figure, and the progress the ETA is computed from."""
+    ``charts-data`` script): each chart's figure, and the progress the ETA is computed from.
+    With the run's ``spec``, the per-client and privacy charts it will fill are there from round 0."""
+    charts = _charts_for(rounds, spec)
+    panels = [{"id": f"chart-{c.id}", "title": c.title, "memory": c.id == "memory"} for c in charts]
+    figures = {f"chart-{c.id}": dashboard_figure(c, rounds) for c in charts}
+    participation = participation_figure(rounds)
+    if participation is not None:
+        panels.append({"id": "chart-participation", "title": "Participation per client", "memory": False})
+        figures["chart-participation"] = participation
     return {
-        "panels": [{"id": f"chart-{c.id}", "title": c.title, "memory": c.id == "memory"} for c in CHARTS],
-        "figures": {f"chart-{c.id}": dashboard_figure(c, rounds) for c in CHARTS},
+        "panels": panels,
+        "figures": figures,
         "last_round": rounds[-1]["round"] if rounds else 0,
         "rounds": len(rounds),
         "round_seconds": sum(r["round_seconds"] or 0.0 for r in rounds),
@@ -236,7 +300,8 @@ def dashboard_charts(rounds: list[dict]) -> dict:
 
 def compare_charts(series: list[dict]) -> dict:
     """The compare page's figures: the same charts, one colour per experiment."""
-    charts = [c for c in CHARTS if any(t.compare for t in c.traces)]
+    shown = _charts_for([r for s in series for r in s["rounds"]])
+    charts = [c for c in shown if any(t.compare for t in c.traces)]
     return {
         "panels": [{"id": f"cmp-{c.id}", "title": c.compare_title} for c in charts],
         "figures": {f"cmp-{c.id}": compare_figure(c, series) for c in charts},

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 
 from django.core.cache import cache
 
@@ -63,7 +64,19 @@ def bandwidth_estimate(spec: Spec) -> dict:
         "uplink": c.uplink,
         "downlink": c.downlink,
         "resources": resource_estimate(spec),
+        "privacy": privacy_estimate(spec),
     }
+
+
+def privacy_estimate(spec: Spec) -> dict | None:
+    """ε at δ the whole run will have spent with DP-FedAvg (the accountant the workers use); None without DP."""
+    if spec.privacy.mechanism == "none":
+        return None
+    from workers.privacy import projected_epsilon
+
+    p, eps = spec.privacy, projected_epsilon(spec)
+    # z = 0 spends ε = ∞, which JSON cannot carry: null, shown as ∞.
+    return {"epsilon": eps if math.isfinite(eps) else None, "delta": p.delta, "noise_multiplier": p.noise_multiplier}
 
 
 def partition_preview(spec: Spec) -> dict:

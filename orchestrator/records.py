@@ -40,6 +40,22 @@ class RoundMetric(models.Model):
     vram_reserved_mb = models.FloatField(null=True)
     vram_peak_mb = models.FloatField(null=True)
     device = models.CharField(max_length=200)
+    client_accuracy_p10 = models.FloatField(null=True)
+    client_accuracy_p25 = models.FloatField(null=True)
+    client_accuracy_p50 = models.FloatField(null=True)
+    client_accuracy_p75 = models.FloatField(null=True)
+    client_accuracy_p90 = models.FloatField(null=True)
+    client_accuracy_mean = models.FloatField(null=True)
+    client_accuracy_worst10 = models.FloatField(null=True)
+    train_loss_p10 = models.FloatField(null=True)
+    train_loss_p25 = models.FloatField(null=True)
+    train_loss_p50 = models.FloatField(null=True)
+    train_loss_p75 = models.FloatField(null=True)
+    train_loss_p90 = models.FloatField(null=True)
+    participation_histogram = models.JSONField(null=True)
+    dp_clip_norm = models.FloatField(null=True)
+    dp_clipped_fraction = models.FloatField(null=True)
+    dp_epsilon = models.FloatField(null=True)
     recorded = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -52,7 +68,8 @@ class RoundMetric(models.Model):
     @classmethod
     def record(cls, experiment, result: dict) -> RoundMetric:
         """Store a round's result; a second delivery of the same round keeps the first row."""
-        values = {name: result[name] for name in ROUND_RESULT_FIELDS if name != "round"}
+        # .get: a result sent by a worker older than a newer (nullable) field still records.
+        values = {name: result.get(name) for name in ROUND_RESULT_FIELDS if name != "round"}
         metric, _ = cls.objects.get_or_create(experiment=experiment, round=result["round"], defaults=values)
         return metric
 

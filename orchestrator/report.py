@@ -37,7 +37,7 @@ def render_report(experiment: Experiment, *, public: bool = False) -> str:
     accuracies = [r["test_accuracy"] for r in rounds if r["test_accuracy"] is not None]
     ctx = {
         "experiment": experiment,
-        "charts": dashboard_charts(rounds),
+        "charts": dashboard_charts(rounds, experiment.spec),
         "last_rounds": table_rows(rounds),
         "table_columns": table_columns(),
         "totals": totals,

@@ -65,6 +65,11 @@ def _execute(experiment_id: int, round_number: int, worker: str, log_line):
     try:
         result, sim = runtime.train_round(experiment, round_number, log_line)
         metrics = result.to_dict()
+        if sim.spec.privacy.mechanism != "none":
+            from workers.privacy import spent_epsilon  # the accountant: here, not in the engine
+
+            eps = spent_epsilon(sim.spec, round_number)
+            metrics["dp_epsilon"] = eps if eps is not None and eps < float("inf") else None  # JSON has no ∞
         RoundMetric.record(experiment, metrics)
         if runtime.checkpoint_due(round_number, experiment.total_rounds):
             runtime.save_checkpoint(experiment, sim)

@@ -59,6 +59,8 @@
     $("bw-total").textContent = bytes(body.total);
     const saving = body.formula_total > 0 ? Math.round(100 * (1 - body.total / body.formula_total)) : 0;
     $("bw-formula").textContent = `${bytes(body.formula_total)}${saving > 0 ? ` (codecs save ${saving}%)` : ""}`;
+    const dp = body.privacy;
+    $("dp-epsilon").textContent = dp ? `ε = ${Number.isFinite(dp.epsilon) ? dp.epsilon.toFixed(2) : "∞"} at δ = ${dp.delta} (z = ${dp.noise_multiplier})` : "no DP";
   }
 
   function resources(r) {

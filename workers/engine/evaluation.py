@@ -32,3 +32,36 @@ def evaluate(
         hits = (out.argmax(dim=-1) == yb).float()
         correct += hits.mean(dim=-1).sum() if yb.dim() > 1 else hits.sum()
     return float(loss) / n, float(correct) / n
+
+
+@torch.no_grad()
+def evaluate_clients(
+    model: torch.nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    offsets: torch.Tensor,
+    clients: torch.Tensor,
+    *,
+    batch_size: int,
+    device: torch.device,
+) -> torch.Tensor:
+    """Accuracy of ``model`` on each of ``clients``' own test rows (``offsets`` index ``x``/``y``
+    per client), as a CPU tensor; NaN for a client without test rows.
+
+    The clients' rows are read in large batches across clients (not one small pass per client)
+    and hits are summed per client on the device: one host sync per call.
+    """
+    starts, ends = offsets[clients], offsets[clients + 1]
+    sizes = ends - starts
+    rows = torch.cat([torch.arange(int(s), int(e)) for s, e in zip(starts, ends, strict=True)] or [torch.zeros(0)])
+    owner = torch.repeat_interleave(torch.arange(len(clients)), sizes).to(device)
+    correct = torch.zeros(len(clients), device=device)
+    rows = rows.long()
+    for i in range(0, len(rows), batch_size):
+        idx = rows[i : i + batch_size].to(x.device)
+        xb = as_input(x[idx].to(device, non_blocking=True))
+        yb = y[idx].to(device, non_blocking=True)
+        hits = (model(xb).argmax(dim=-1) == yb).float()
+        correct.index_add_(0, owner[i : i + batch_size], hits.mean(dim=-1) if yb.dim() > 1 else hits)
+    accuracy = correct.cpu() / sizes.clamp(min=1).float()
+    return torch.where(sizes > 0, accuracy, torch.nan)

@@ -65,6 +65,7 @@ def train_in_child(
     update_sum: torch.Tensor,
     *,
     vectorised: bool,
+    clip_norm: float | None = None,
 ) -> tuple[dict[str, torch.Tensor], float | None]:
     """:func:`~workers.engine.training.train_plans` in a fresh process, writing into the same tensors.
 
@@ -82,6 +83,7 @@ def train_in_child(
         "residuals": residuals,
         "update_sum": update_sum,
         "plans": plans,
+        "clip_norm": clip_norm,
     }
     payload, fds = dumps_shared(job)
     outcome = run_child(payload, fds)
@@ -92,7 +94,8 @@ def train_in_child(
         raise torch.OutOfMemoryError(message) if outcome.get("out_of_memory") else RuntimeError(message)
     for replica, scale in zip(replicas, outcome["scales"], strict=True):
         replica.trainer.scaler.scale = scale
-    stats = {k: torch.tensor(outcome[k], device=update_sum.device) for k in ("loss", "weight", "samples")}
+    keys = ("loss", "weight", "samples", "unclipped", "client_losses")
+    stats = {k: torch.tensor(outcome[k], device=update_sum.device) for k in keys}
     return stats, outcome.get("peak_rss_mb")
 
 

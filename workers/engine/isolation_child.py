@@ -99,8 +99,16 @@ def _train(job: dict) -> dict:
         replica.trainer.scaler.scale = scale
     layout = [p.numel() for p in model.parameters()]
     uplink = make_codec(spec.communication.uplink, layout, spec.communication.topk_ratio)
-    stats = train_plans(replicas, job["plans"], job["broadcast_weights"], uplink, job["residuals"], job["update_sum"])
-    out = {k: float(v) for k, v in stats.items()}
+    stats = train_plans(
+        replicas,
+        job["plans"],
+        job["broadcast_weights"],
+        uplink,
+        job["residuals"],
+        job["update_sum"],
+        clip_norm=job.get("clip_norm"),
+    )
+    out = {k: float(v) if v.dim() == 0 else v.tolist() for k, v in stats.items()}
     for d in {r.device for r in replicas if r.device.type == "cuda"}:
         torch.cuda.synchronize(d)  # the parent reads update_sum and residuals as soon as we answer
     out["scales"] = [r.trainer.scaler.scale for r in replicas]

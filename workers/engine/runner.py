@@ -26,11 +26,18 @@ from workers.engine.codecs import make_codec
 from workers.engine.data import build_data
 from workers.engine.data.base import FederatedData
 from workers.engine.devices import describe, fits_on, resolve_devices
-from workers.engine.evaluation import evaluate
+from workers.engine.evaluation import evaluate, evaluate_clients
 from workers.engine.isolation import train_in_child
 from workers.engine.models import build_model
 from workers.engine.plan import Cohort, plan_groups, sample_cohort
-from workers.engine.result import RoundResult, fp32_bytes_formula
+from workers.engine.privacy import GaussianMechanism
+from workers.engine.result import (
+    RoundResult,
+    accuracy_fields,
+    fp32_bytes_formula,
+    participation_histogram,
+    quantile_fields,
+)
 from workers.engine.spec import Spec
 from workers.engine.strategies import build_strategy
 from workers.engine.strategies.aggregate import divide_by_total_
@@ -89,6 +96,10 @@ class Simulation:
         # Σ samples · decoded update over the round's clients, then their weighted mean.
         self.update_sum = torch.zeros(self.num_params, device=self.device)
         self.child_peak_rss_mb: float | None = None  # after an isolated round: the child's peak
+        # Times each client was sampled: one counter per client, so memory does not grow with rounds.
+        self.participation = torch.zeros(data.num_clients, dtype=torch.int64)
+        self.eval_cohort = self._evaluation_cohort(data.num_clients)
+        self.dp = GaussianMechanism(spec.privacy, self.num_params, self.device) if self._private else None
 
     # -- construction helpers -----------------------------------------------------------------
 
@@ -100,6 +111,18 @@ class Simulation:
     def _replica(self, device: torch.device, data: FederatedData) -> DeviceReplica:
         on_device = data.to(device) if fits_on(device, data.nbytes()) else data.to(device, pin=True)
         return make_replica(self.spec, self.model, device, on_device, self.vectorised)
+
+    @property
+    def _private(self) -> bool:
+        return self.spec.privacy.mechanism == "gaussian"
+
+    def _evaluation_cohort(self, num_clients: int) -> torch.Tensor | None:
+        """The fixed evaluation cohort (evaluation.clients == "cohort"), drawn once from its own stream."""
+        if self.spec.evaluation.clients != "cohort":
+            return None
+        rng = np.random.default_rng([self.spec.seed, 3])
+        chosen = rng.choice(num_clients, size=self.spec.evaluation.cohort_size, replace=False)
+        return torch.from_numpy(np.sort(chosen))
 
     def _residual_store(self, num_clients: int) -> torch.Tensor | None:
         comm = self.spec.communication
@@ -142,17 +165,25 @@ class Simulation:
             straggler_policy=spec.heterogeneity.straggler_policy,
             dropout=spec.heterogeneity.dropout,
         )
+        self.participation[torch.from_numpy(np.asarray(cohort.clients, dtype=np.int64))] += 1
         bytes_down = self._broadcast() * len(cohort.clients)
         t_train = time.perf_counter()
-        stats = self._train_cohort(cohort)
+        clip_norm = self.dp.clip_norm if self.dp else None
+        stats = self._train_cohort(cohort, clip_norm)
         total_weight = float(stats["weight"])
         if total_weight > 0:  # with no reporting client there is no update: the server does not step
-            self.strategy.step(self.global_flat, divide_by_total_(self.update_sum, stats["weight"]))
+            if self.dp:
+                avg = self.dp.privatise_(self.update_sum, len(cohort.clients), self.rng)
+            else:
+                avg = divide_by_total_(self.update_sum, stats["weight"])
+            self.strategy.step(self.global_flat, avg)
         _synchronize(self.devices)
         train_seconds = time.perf_counter() - t_train
         test_loss = test_acc = None
+        clients_eval: dict = {}
         if r % spec.evaluation.every == 0 or r == spec.rounds:
             test_loss, test_acc = self.evaluate()
+            clients_eval = self._evaluate_clients(cohort)
         self.round = r
         mem = probes.probe(self.device)
         completed = len(cohort.trained)
@@ -177,6 +208,10 @@ class Simulation:
             vram_reserved_mb=mem["vram_reserved_mb"],
             vram_peak_mb=mem["vram_peak_mb"],
             device=self.device_name,
+            **clients_eval,
+            **quantile_fields("train_loss", stats["client_losses"].cpu().tolist()),
+            participation_histogram=participation_histogram(self.participation.numpy()),
+            **self._privacy_fields(stats, clip_norm, len(cohort.clients), total_weight),
         )
         return result
 
@@ -207,7 +242,34 @@ class Simulation:
             self.broadcast_weights.copy_(codec.decode(codec.encode(self.global_flat.unsqueeze(0)))[0])
         return codec.payload_bytes()
 
-    def _train_cohort(self, cohort: Cohort) -> dict[str, torch.Tensor]:
+    def _privacy_fields(self, stats: dict, clip_norm: float | None, cohort: int, reported: float) -> dict:
+        """The clip norm used this round and the share it clipped; then C adapts for the next round."""
+        if self.dp is None:
+            return {}
+        unclipped = float(stats["unclipped"])
+        self.dp.adapt(unclipped, int(reported), cohort, self.rng)
+        clipped = 1 - unclipped / reported if reported > 0 else None
+        return {"dp_clip_norm": clip_norm, "dp_clipped_fraction": clipped}
+
+    def _evaluate_clients(self, cohort: Cohort) -> dict:
+        """Federated evaluation: the global model on the evaluated clients' own test splits."""
+        data = self.replicas[0].data
+        mode = self.spec.evaluation.clients
+        if mode == "none" or data.client_test_offsets is None:
+            return {}
+        clients = self.eval_cohort if mode == "cohort" else torch.as_tensor(np.asarray(cohort.clients, dtype=np.int64))
+        accuracies = evaluate_clients(
+            self.model,
+            data.x_client_test,
+            data.y_client_test,
+            data.client_test_offsets,
+            clients,
+            batch_size=self.spec.evaluation.batch_size,
+            device=self.device,
+        )
+        return accuracy_fields(accuracies.tolist())
+
+    def _train_cohort(self, cohort: Cohort, clip_norm: float | None = None) -> dict[str, torch.Tensor]:
         """Plan every group (drawing from the RNG here, in the parent), then train them.
 
         With ``compute.isolation == "process"`` the training runs in a fresh child process that
@@ -231,9 +293,12 @@ class Simulation:
                 self.residuals,
                 self.update_sum,
                 vectorised=self.vectorised,
+                clip_norm=clip_norm,
             )
             return stats
-        return train_plans(self.replicas, plans, self.broadcast_weights, self.uplink, self.residuals, self.update_sum)
+        return train_plans(
+            self.replicas, plans, self.broadcast_weights, self.uplink, self.residuals, self.update_sum, clip_norm
+        )
 
     def evaluate(self) -> tuple[float, float]:
         """Test loss and accuracy of the global model, in large batches; one host sync."""
@@ -274,7 +339,7 @@ class Simulation:
     def state_dict(self) -> tuple[dict[str, torch.Tensor], dict]:
         """Tensors and JSON metadata that let a new process continue exactly where this one is."""
         # "received" is the file's name for broadcast_weights (kept: older checkpoints must load).
-        tensors = {"global": self.global_flat, "received": self.broadcast_weights}
+        tensors = {"global": self.global_flat, "received": self.broadcast_weights, "participation": self.participation}
         if self.residuals is not None:
             tensors["residuals"] = self.residuals
         for key, value in self.strategy.state_dict().items():
@@ -284,6 +349,7 @@ class Simulation:
             "round": self.round,
             "rng": self.rng.bit_generator.state,
             "loss_scales": [r.trainer.scaler.scale for r in self.replicas],
+            "clip_norm": self.dp.clip_norm if self.dp else None,  # adaptive clipping moves it
         }
         return tensors, meta
 
@@ -296,6 +362,10 @@ class Simulation:
         self.strategy.load_state_dict(
             {k.removeprefix("strategy."): v.to(self.device) for k, v in tensors.items() if k.startswith("strategy.")}
         )
+        if "participation" in tensors:  # checkpoints written before per-client views have none
+            self.participation.copy_(tensors["participation"])
+        if self.dp and meta.get("clip_norm") is not None:
+            self.dp.clip_norm = float(meta["clip_norm"])
         self.round = int(meta["round"])
         self.rng.bit_generator.state = meta["rng"]
         for replica, scale in zip(self.replicas, meta.get("loss_scales", []), strict=False):

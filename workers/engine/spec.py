@@ -42,6 +42,10 @@ TRAINING_MODES = ("auto", "vectorized", "sequential")
 # "Applies when" rules shared by several fields (the shape: workers.engine.fields).
 ADAPTIVE = ("fedadam", "fedyogi", "fedadagrad")
 TOPK_ANY_LINK = [{"communication.uplink": ["topk"]}, {"communication.downlink": ["topk"]}]
+FEDERATED_EVALUATION = ("none", "sampled", "cohort")
+MECHANISMS = ("none", "gaussian")
+CLIENT_EVALUATION = {"evaluation.clients": ["sampled", "cohort"]}
+GAUSSIAN = {"privacy.mechanism": ["gaussian"]}
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,13 @@ class DataSpec:
     )
     test_fraction: float = _f(
         0.2, "Share of samples held out for the server's test set.", min=0, max=0.9, advanced=True
+    )
+    client_test_fraction: float = _f(
+        0.0,
+        "Share of each client's samples held out as its own test split (federated evaluation).",
+        min=0,
+        max=0.5,
+        applies_when=CLIENT_EVALUATION,
     )
 
 
@@ -227,6 +238,59 @@ class ComputeSpec:
 class EvaluationSpec:
     every: int = _f(1, "Evaluate the global model every N rounds (and always on the last).", min=1, max=1_000_000)
     batch_size: int = _f(1024, "Evaluation batch size.", min=1, max=65536, advanced=True)
+    clients: str = _f(
+        "none",
+        "Federated evaluation on clients' own test splits: none, the round's sampled clients, or a fixed cohort.",
+        choices=FEDERATED_EVALUATION,
+    )
+    cohort_size: int = _f(
+        20,
+        "Clients in the fixed evaluation cohort.",
+        min=1,
+        max=1_000_000,
+        applies_when={"evaluation.clients": ["cohort"]},
+    )
+
+
+@dataclass(frozen=True)
+class PrivacySpec:
+    mechanism: str = _f(
+        "none", "gaussian: DP-FedAvg (clip each client's update, add Gaussian noise at the server).", choices=MECHANISMS
+    )
+    clip_norm: float = _f(
+        1.0,
+        "Clipping norm C of each client's update (the start value when adaptive).",
+        min=0,
+        min_open=True,
+        max=1e6,
+        applies_when=GAUSSIAN,
+    )
+    noise_multiplier: float = _f(
+        1.0, "Noise multiplier z: the noise's standard deviation is z·C.", min=0, max=1000, applies_when=GAUSSIAN
+    )
+    delta: float = _f(1e-5, "δ at which ε is reported.", min=0, min_open=True, max=0.1, applies_when=GAUSSIAN)
+    adaptive_clip: bool = _f(
+        False, "Adapt C towards a quantile of the update norms (Andrew et al. 2021).", applies_when=GAUSSIAN
+    )
+    target_quantile: float = _f(
+        0.5,
+        "Share of updates the adaptive C aims to leave unclipped.",
+        min=0,
+        max=1,
+        applies_when=GAUSSIAN,
+        advanced=True,
+    )
+    clip_lr: float = _f(
+        0.2, "Learning rate of the adaptive C (geometric update).", min=0, max=10, applies_when=GAUSSIAN, advanced=True
+    )
+    count_noise: float = _f(
+        0.0,
+        "Std of the noise on the unclipped count (adaptive C); 0 = the paper's cohort/20.",
+        min=0,
+        max=1e6,
+        applies_when=GAUSSIAN,
+        advanced=True,
+    )
 
 
 SECTIONS = {
@@ -239,6 +303,7 @@ SECTIONS = {
     "communication": CommunicationSpec,
     "compute": ComputeSpec,
     "evaluation": EvaluationSpec,
+    "privacy": PrivacySpec,
 }
 
 
@@ -255,6 +320,7 @@ class Spec:
     communication: CommunicationSpec = field(default_factory=CommunicationSpec)
     compute: ComputeSpec = field(default_factory=ComputeSpec)
     evaluation: EvaluationSpec = field(default_factory=EvaluationSpec)
+    privacy: PrivacySpec = field(default_factory=PrivacySpec)
 
     # -- construction -------------------------------------------------------------------------
 
@@ -344,6 +410,28 @@ class Spec:
         if (self.model.name == "lm14m") != (self.data.dataset == "tokens"):
             raise SpecError("model.name", "lm14m goes with the tokens dataset (and tokens with lm14m)")
         _check_device(self.compute.device)
+        self._check_evaluation()
+
+    def _check_evaluation(self) -> None:
+        ev = self.evaluation
+        if ev.clients != "none" and self.data.client_test_fraction <= 0:
+            raise SpecError(
+                "data.client_test_fraction",
+                f"must be > 0 for evaluation.clients '{ev.clients}' (clients need test data)",
+            )
+        if ev.clients == "cohort" and ev.cohort_size > self.data.num_clients:
+            raise SpecError("evaluation.cohort_size", f"must be <= data.num_clients ({self.data.num_clients})")
+        p = self.privacy
+        if p.mechanism == "gaussian" and p.adaptive_clip and p.noise_multiplier > 0:
+            # Andrew et al.: the update's noise is what the count's noise leaves of z, so 2σ_b must exceed z.
+            cohort = min(self.participation.schedule or [self.participation.clients_per_round])
+            sigma_b = p.count_noise or cohort / 20
+            if 2 * sigma_b <= p.noise_multiplier:
+                raise SpecError(
+                    "privacy.count_noise",
+                    f"must be > noise_multiplier / 2 ({p.noise_multiplier / 2:g}) with adaptive clipping "
+                    f"(0 means cohort/20 = {cohort / 20:g})",
+                )
 
 
 def _check_device(device: str) -> None:

@@ -24,6 +24,7 @@ from workers.engine.client import (
 from workers.engine.codecs import Codec, compress_with_feedback
 from workers.engine.data.base import FederatedData
 from workers.engine.plan import GroupPlan, bucket
+from workers.engine.privacy import clip_rows_
 from workers.engine.spec import Spec, SpecError
 from workers.engine.strategies.aggregate import accumulate_
 
@@ -94,30 +95,44 @@ def train_plans(
     uplink: Codec,
     residuals: torch.Tensor | None,
     update_sum: torch.Tensor,
+    clip_norm: float | None = None,
 ) -> dict[str, torch.Tensor]:
     """Train each planned group (round-robin over the replicas' devices) from ``broadcast_weights``
     (the model as clients received it), encode every client's update to real bytes, decode it as
     the server would and sum it, weighted by the client's samples, into ``update_sum``.
 
-    Returns device scalars (loss, weight, samples): the caller syncs once per round.
+    With ``clip_norm`` (DP-FedAvg) each decoded update is clipped to that norm and weighted 1
+    instead of by its samples (see :mod:`workers.engine.privacy`).
+
+    Returns device scalars (loss, weight, samples, unclipped) and ``client_losses``, the mean local
+    loss of each sampled client (``[K]``, NaN where not aggregated): the caller syncs once per round.
     """
     device = update_sum.device
     update_sum.zero_()
     loss = torch.zeros((), device=device)
     weight = torch.zeros((), device=device)
     samples = torch.zeros((), device=device)
+    unclipped = torch.zeros((), device=device)
+    client_losses = []
     for k, plan in enumerate(plans):
         replica = replicas[k % len(replicas)]
         start = broadcast_weights.to(replica.device, non_blocking=True)
         out = replica.trainer.train(start, plan, replica.data)
         decoded = _uplink(uplink, residuals, out, plan, replica)
         w = plan.weights.to(device)
+        if clip_norm is not None:
+            norms = clip_rows_(decoded, clip_norm).to(device)
+            w = (w > 0).to(w.dtype)  # one client, one vote: its influence is bounded by C alone
+            unclipped += ((norms <= clip_norm).to(w.dtype) * w).sum()
         accumulate_(update_sum, decoded.to(device, non_blocking=True), w)
         client_loss = out.loss_sum.to(device) / out.steps.to(device).clamp(min=1)
         loss += (client_loss * w).sum()
         weight += w.sum()
         samples += out.samples.to(device)
-    return {"loss": loss, "weight": weight, "samples": samples}
+        # NaN marks a client that was not aggregated; filtering on the host avoids a sync here.
+        client_losses.append(torch.where(w > 0, client_loss, torch.nan)[: plan.real])
+    losses = torch.cat(client_losses) if client_losses else torch.zeros(0, device=device)
+    return {"loss": loss, "weight": weight, "samples": samples, "unclipped": unclipped, "client_losses": losses}
 
 
 def _uplink(

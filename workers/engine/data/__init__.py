@@ -54,6 +54,10 @@ def build_data(spec: DataSpec, seed: int, *, data_root: str | Path | None = None
     # Separate streams: changing the partition must not change the generated samples.
     pool = loaders[spec.dataset](spec, np.random.default_rng([seed, 0]))
     parts, names = _split(spec, pool, np.random.default_rng([seed, 1]))
+    if spec.client_test_fraction > 0:
+        # Its own stream, so that the training split of a run without client tests is unchanged.
+        parts, tests = partition.hold_out_per_client(parts, spec.client_test_fraction, np.random.default_rng([seed, 2]))
+        return _with_client_tests(_assemble(pool, parts, names), pool, tests)
     return _assemble(pool, parts, names)
 
 
@@ -116,3 +120,14 @@ def _assemble(pool: Pool, parts: partition.Parts, names: list[str] | None) -> Fe
         task=pool.task,
         writers=names,
     )
+
+
+def _with_client_tests(data: FederatedData, pool: Pool, tests: partition.Parts) -> FederatedData:
+    """Attach each client's held-out rows (from the pool's training rows), sorted by client."""
+    order = torch.from_numpy(np.concatenate(tests)) if tests else torch.zeros(0, dtype=torch.int64)
+    offsets = torch.zeros(len(tests) + 1, dtype=torch.int64)
+    offsets[1:] = torch.cumsum(torch.tensor([len(t) for t in tests], dtype=torch.int64), 0)
+    data.x_client_test = pool.x_train[order].contiguous()
+    data.y_client_test = pool.y_train[order].contiguous()
+    data.client_test_offsets = offsets
+    return data

@@ -23,6 +23,10 @@ class FederatedData:
     input_shape: tuple[int, ...]  # shape of one sample, e.g. (1, 28, 28), (60,), (64,)
     task: str = "classification"  # or "lm" (next-token prediction)
     writers: list[str] | None = field(default=None)  # natural client ids when the data has writers
+    # Each client's own held-out rows (federated evaluation), indexed like the training rows.
+    x_client_test: torch.Tensor | None = None
+    y_client_test: torch.Tensor | None = None
+    client_test_offsets: torch.Tensor | None = None  # [num_clients + 1] int64
 
     @property
     def num_clients(self) -> int:
@@ -34,7 +38,9 @@ class FederatedData:
     def to(self, device: torch.device | str, pin: bool = False) -> FederatedData:
         """A copy with the tensors on ``device`` (``pin`` pins host memory instead)."""
 
-        def move(t: torch.Tensor) -> torch.Tensor:
+        def move(t: torch.Tensor | None) -> torch.Tensor | None:
+            if t is None:
+                return None
             return t.pin_memory() if pin else t.to(device)
 
         return FederatedData(
@@ -47,10 +53,14 @@ class FederatedData:
             input_shape=self.input_shape,
             task=self.task,
             writers=self.writers,
+            x_client_test=move(self.x_client_test),
+            y_client_test=move(self.y_client_test),
+            client_test_offsets=self.client_test_offsets,
         )
 
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in (self.x_train, self.y_train, self.x_test, self.y_test))
+        tensors = (self.x_train, self.y_train, self.x_test, self.y_test, self.x_client_test, self.y_client_test)
+        return sum(t.numel() * t.element_size() for t in tensors if t is not None)
 
     def summary(self, max_clients: int | None = None) -> dict:
         """Samples and label counts per client, for the dashboard's partition preview."""

@@ -94,6 +94,18 @@ def holdout(labels: np.ndarray, fraction: float, rng: np.random.Generator) -> tu
     return np.flatnonzero(mask).astype(np.int64), test_idx
 
 
+def hold_out_per_client(parts: Parts, fraction: float, rng: np.random.Generator) -> tuple[Parts, Parts]:
+    """Split each client's rows into (training, test): a random ``fraction`` of them, rounded, held
+    out as the client's own test set; a client always keeps at least one training row."""
+    train, test = [], []
+    for rows in parts:
+        shuffled = rng.permutation(rows)
+        k = min(int(round(len(rows) * fraction)), len(rows) - 1)
+        test.append(np.sort(shuffled[:k]))
+        train.append(np.sort(shuffled[k:]))
+    return train, test
+
+
 def _group(owner: np.ndarray, num_clients: int) -> Parts:
     order = np.argsort(owner, kind="stable")
     counts = np.bincount(owner, minlength=num_clients)
