@@ -150,6 +150,13 @@ class ComputeSpec:
         choices=TRAINING_MODES,
     )
     compile: bool = _f(False, "Capture the vectorised step with torch.compile (cache bounded by group size).")
+    shards: int = _f(
+        1,
+        "Split each round's cohort over this many worker tasks (any worker of the queue); "
+        "auto (stored as 0): one per live worker slot of the queue.",
+        min=0,
+        max=64,
+    )
 
 
 @dataclass(frozen=True)
@@ -197,7 +204,7 @@ class Spec:
         d = {} if d is None else d
         if not isinstance(d, dict):
             raise SpecError("spec", "must be a JSON object")
-        spec = build(cls, d, bounds=bounds)
+        spec = build(cls, _shards_auto(d), bounds=bounds)
         spec._check_cross_fields(d)
         return spec
 
@@ -273,6 +280,21 @@ class Spec:
         if (self.model.name == "lm14m") != (self.data.dataset == "tokens"):
             raise SpecError("model.name", "lm14m goes with the tokens dataset (and tokens with lm14m)")
         _check_device(self.compute.device)
+        if self.compute.shards != 1:
+            # A shard trains on another machine: a child process per round, or per-client residuals
+            # kept in one process's memory, would each need shipping between workers; not supported.
+            if self.compute.isolation == "process":
+                raise SpecError("compute.shards", "cannot be combined with compute.isolation 'process'; use 1")
+            if self.communication.uplink == "topk" and self.communication.error_feedback:
+                raise SpecError("compute.shards", "cannot be combined with top-k error feedback; use 1")
+
+
+def _shards_auto(d: dict) -> dict:
+    """``compute.shards: "auto"`` is stored as 0 (the field is an integer)."""
+    compute = d.get("compute")
+    if isinstance(compute, dict) and compute.get("shards") == "auto":
+        return {**d, "compute": {**compute, "shards": 0}}
+    return d
 
 
 def _check_device(device: str) -> None:
