@@ -99,7 +99,13 @@ def plan_group(
 
 
 def draw_batches(
-    rng: np.random.Generator, clients: np.ndarray, steps: np.ndarray, offsets: np.ndarray, *, epochs: int, batch_size: int
+    rng: np.random.Generator,
+    clients: np.ndarray,
+    steps: np.ndarray,
+    offsets: np.ndarray,
+    *,
+    epochs: int,
+    batch_size: int,
 ) -> list[np.ndarray]:
     """Each client's batches ([steps, B] sample positions, -1 for padding), drawn in client order.
 

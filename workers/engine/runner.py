@@ -130,21 +130,33 @@ class Simulation:
         t0 = time.perf_counter()
         for d in self.devices:
             probes.reset_peak(d)
-        r = self.round + 1
+        cohort = self.sample_cohort(self.rng)
+        bytes_down = self._broadcast() * len(cohort.clients)
+        t_train = time.perf_counter()
+        stats = self._train_cohort(cohort)
+        return self.conclude_round(cohort, stats, bytes_down=bytes_down, t0=t0, t_train=t_train)
+
+    def sample_cohort(self, rng: np.random.Generator) -> Cohort:
+        """Draw the cohort of the next round from ``rng`` (the simulation's own, or a copy of it)."""
         spec = self.spec
-        cohort = sample_cohort(
-            self.rng,
+        return sample_cohort(
+            rng,
             self.sizes,
-            spec.cohort_size(r),
+            spec.cohort_size(self.round + 1),
             epochs=spec.local.epochs,
             batch_size=spec.local.batch_size,
             straggler_fraction=spec.heterogeneity.straggler_fraction,
             straggler_policy=spec.heterogeneity.straggler_policy,
             dropout=spec.heterogeneity.dropout,
         )
-        bytes_down = self._broadcast() * len(cohort.clients)
-        t_train = time.perf_counter()
-        stats = self._train_cohort(cohort)
+
+    def conclude_round(
+        self, cohort: Cohort, stats: dict[str, torch.Tensor], *, bytes_down: int, t0: float, t_train: float
+    ) -> RoundResult:
+        """Step the server with ``update_sum`` (Σ samples · update) and ``stats``, evaluate when due,
+        and return the round's result. Shared by whole rounds and sharded ones (``shards.py``)."""
+        spec = self.spec
+        r = self.round + 1
         total_weight = float(stats["weight"])
         if total_weight > 0:  # with no reporting client there is no update: the server does not step
             self.strategy.step(self.global_flat, divide_by_total_(self.update_sum, stats["weight"]))
@@ -156,7 +168,7 @@ class Simulation:
         self.round = r
         mem = probes.probe(self.device)
         completed = len(cohort.trained)
-        result = RoundResult(
+        return RoundResult(
             round=r,
             participants=len(cohort.clients),
             completed=completed,
@@ -178,7 +190,6 @@ class Simulation:
             vram_peak_mb=mem["vram_peak_mb"],
             device=self.device_name,
         )
-        return result
 
     def run(self, rounds: int | None = None) -> list[RoundResult]:
         """Run up to ``rounds`` more rounds (default: to the end); stop early when a callback says so."""
@@ -191,20 +202,22 @@ class Simulation:
                 break
         return results
 
-    def _broadcast(self) -> int:
-        """Send the global model down; return the payload bytes per client.
+    def _broadcast(self, into: torch.Tensor | None = None) -> int:
+        """Send the global model down (into ``broadcast_weights``, or ``into``, which holds a copy of
+        it); return the payload bytes per client.
 
         fp32/fp16/int8 send the (quantised) weights; top-k sends the change since the last
         broadcast, so ``broadcast_weights`` tracks what clients hold and carries the compression error.
         """
         codec = self.downlink
+        held = self.broadcast_weights if into is None else into
         if codec.name == "fp32":
-            self.broadcast_weights.copy_(self.global_flat)
+            held.copy_(self.global_flat)
         elif codec.name == "topk":
-            payload = codec.encode((self.global_flat - self.broadcast_weights).unsqueeze(0))
-            self.broadcast_weights.add_(codec.decode(payload)[0])
+            payload = codec.encode((self.global_flat - held).unsqueeze(0))
+            held.add_(codec.decode(payload)[0])
         else:
-            self.broadcast_weights.copy_(codec.decode(codec.encode(self.global_flat.unsqueeze(0)))[0])
+            held.copy_(codec.decode(codec.encode(self.global_flat.unsqueeze(0)))[0])
         return codec.payload_bytes()
 
     def _train_cohort(self, cohort: Cohort) -> dict[str, torch.Tensor]:
