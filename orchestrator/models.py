@@ -26,10 +26,11 @@ from orchestrator import events
 from orchestrator.fleet import Worker, pick_queue
 from orchestrator.limits import check_new_spec
 from orchestrator.records import Checkpoint, LogEntry, RoundMetric, checkpoint_folder
+from orchestrator.sharding import RoundShard
 from workers.engine.spec import Spec, SpecError
 
 __all__ = [
-    "ACTIVE", "FINISHED", "Checkpoint", "check_team_visibility", "Experiment", "LogEntry", "RoundMetric", "Status", "Visibility", "Worker",
+    "ACTIVE", "FINISHED", "Checkpoint", "check_team_visibility", "Experiment", "LogEntry", "RoundMetric", "RoundShard", "Status", "Visibility", "Worker",
     "checkpoint_folder",
 ]  # fmt: skip
 
