@@ -26,12 +26,13 @@ from orchestrator import events
 from orchestrator.fleet import Worker, pick_queue
 from orchestrator.limits import check_new_spec
 from orchestrator.records import Checkpoint, LogEntry, RoundMetric, checkpoint_folder
+from orchestrator.sharding import RoundShard
 from orchestrator.sweep_model import Sweep
 from workers.engine.spec import Spec, SpecError
 
 __all__ = [
-    "ACTIVE", "FINISHED", "Checkpoint", "check_team_visibility", "Experiment", "LogEntry", "RoundMetric", "Status", "Visibility", "Worker",
-    "Sweep", "checkpoint_folder",
+    "ACTIVE", "FINISHED", "Checkpoint", "check_team_visibility", "Experiment", "LogEntry", "RoundMetric", "RoundShard",
+    "Status", "Visibility", "Worker", "Sweep", "checkpoint_folder",
 ]  # fmt: skip
 
 

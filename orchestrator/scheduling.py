@@ -34,7 +34,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from fedweb.celery import app
-from orchestrator import candidates, policies
+from orchestrator import candidates, policies, sharding
 from orchestrator.fleet import Worker, queue_name
 from orchestrator.models import ACTIVE, Experiment, round_ready
 
@@ -181,6 +181,7 @@ def reconcile(now=None) -> list[tuple[int, int]]:
             continue
         if release(e, sent_at=e.dispatched_at):
             stuck.append((e, nxt, why))
+    sharding.reconcile(now, idle_queues)  # lost shards of rounds in flight, by the same rules
     sent = [pair for queue in _queues_with_ready_rounds() for pair in schedule(queue)]
     for e, nxt, why in stuck:
         e.log("warning", f"Round {nxt} {why}; " + ("sent it again" if (e.pk, nxt) in sent else "it is ready again"))
@@ -202,6 +203,7 @@ def _idle_queues() -> set[str]:
 def renew_leases(hostname: str, pids: list[int]) -> int:
     """Extend the leases of the rounds that ``hostname``'s live processes ``pids`` are running."""
     expires = timezone.now() + timedelta(seconds=settings.WORKER_LOST_AFTER)
+    sharding.renew_leases(hostname, pids)  # and the shards they hold
     return Experiment.objects.filter(worker=hostname, claim_pid__in=pids, claimed_round__gt=F("current_round")).update(
         lease_expires=expires
     )

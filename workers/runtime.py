@@ -18,6 +18,7 @@ from django.conf import settings
 
 from orchestrator.limits import datasets_root
 from orchestrator.models import Checkpoint, Experiment, checkpoint_folder
+from workers.engine.checkpoint import read_checkpoint
 from workers.engine.result import RoundResult
 from workers.engine.runner import Simulation
 from workers.progress import LogLine
@@ -61,12 +62,19 @@ def train_round(experiment: Experiment, round_number: int, log_line: LogLine) ->
             entry = _simulation_for(experiment, round_number, log_line, group_size=group_size)
 
 
+def simulation_at(experiment: Experiment, round_number: int, log_line: LogLine) -> Simulation:
+    """A simulation that has completed exactly ``round_number - 1`` rounds (for a sharded round)."""
+    return _simulation_for(experiment, round_number, log_line).sim
+
+
 def _simulation_for(
     experiment: Experiment, round_number: int, log_line: LogLine, group_size: int | None = None
 ) -> _Entry:
     """A simulation that has completed exactly ``round_number - 1`` rounds."""
     want = round_number - 1
     entry = _cache.pop(experiment.pk, None)
+    if entry is not None and entry.sim.round < want and group_size is None and entry.sim.spec.compute.shards != 1:
+        _catch_up(experiment, entry.sim, want)
     if entry is not None and (entry.sim.round != want or group_size is not None):
         entry.sim.close()
         entry = None
@@ -96,6 +104,14 @@ def _rebuild(experiment: Experiment, want: int, log_line: LogLine, group_size: i
     while sim.round < want:
         sim.next_round()  # already recorded: the results are discarded, only the state matters
     return _Entry(sim, group_size)
+
+
+def _catch_up(experiment: Experiment, sim: Simulation, want: int) -> None:
+    """Load the published checkpoint of round ``want`` into a cached simulation behind it: a sharded
+    experiment's rounds are concluded by any worker, which writes one after every round."""
+    checkpoint = experiment.checkpoints.filter(round=want).first()
+    if checkpoint is not None and Path(checkpoint.path).exists():
+        sim.load_state_dict(*read_checkpoint(checkpoint.path))
 
 
 def forget(experiment_id: int) -> None:

@@ -15,6 +15,13 @@ def run_round(experiment_id: int, round_number: int) -> None:
     execute_round(experiment_id, round_number, worker=run_round.request.hostname or "worker")
 
 
+@shared_task(name="workers.tasks.run_shard", acks_late=True, reject_on_worker_lost=True)
+def run_shard(experiment_id: int, round_number: int, index: int) -> None:
+    from workers.sharding import execute_shard
+
+    execute_shard(experiment_id, round_number, index, worker=run_shard.request.hostname or "worker")
+
+
 def execute_round(experiment_id: int, round_number: int, *, worker: str, log_line=None, dispatch: bool = True):
     """Run one round of an experiment. Returns the experiment if its next round should follow.
 
@@ -61,6 +68,11 @@ def _execute(experiment_id: int, round_number: int, worker: str, log_line):
     if not was_running:
         log_line("info", f"Running round {round_number} on {worker}")
         events.publish_status(experiment)
+    from orchestrator import sharding
+
+    if sharding.is_sharded(experiment):
+        sharding.fan_out(experiment, round_number)  # the shards train it; the last one records it
+        return None
     Worker.objects.filter(hostname=worker).update(current_experiment=experiment)
     try:
         result, sim = runtime.train_round(experiment, round_number, log_line)

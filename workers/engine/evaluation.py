@@ -8,6 +8,7 @@ import torch
 
 from workers.engine.client import task_loss
 from workers.engine.data.base import as_input
+from workers.engine.result import accuracy_fields
 
 
 @torch.no_grad()
@@ -65,3 +66,20 @@ def evaluate_clients(
         correct.index_add_(0, owner[i : i + batch_size], hits.mean(dim=-1) if yb.dim() > 1 else hits)
     accuracy = correct.cpu() / sizes.clamp(min=1).float()
     return torch.where(sizes > 0, accuracy, torch.nan)
+
+
+def client_evaluation(model: torch.nn.Module, data, clients: torch.Tensor | None, spec) -> dict:
+    """The client_accuracy_* fields of a round: the global model on ``clients``' own test splits
+    (none when federated evaluation is off or the data has no per-client test splits)."""
+    if clients is None or data.client_test_offsets is None:
+        return {}
+    accuracies = evaluate_clients(
+        model,
+        data.x_client_test,
+        data.y_client_test,
+        data.client_test_offsets,
+        clients,
+        batch_size=spec.evaluation.batch_size,
+        device=next(model.parameters()).device,
+    )
+    return accuracy_fields(accuracies.tolist())

@@ -94,13 +94,28 @@ def plan_group(
     ``slots`` (≥ len(clients)) is the padded group size: tensor shapes depend on it and on the
     longest client, never on the cohort size.
     """
-    g = len(clients)
-    T = int(steps.max()) if g else 1
+    batches = draw_batches(rng, clients, steps, offsets, epochs=epochs, batch_size=batch_size)
+    return assemble_group(clients, steps, batches, offsets, batch_size=batch_size, slots=slots)
+
+
+def draw_batches(
+    rng: np.random.Generator,
+    clients: np.ndarray,
+    steps: np.ndarray,
+    offsets: np.ndarray,
+    *,
+    epochs: int,
+    batch_size: int,
+) -> list[np.ndarray]:
+    """Each client's batches ([steps, B] sample positions, -1 for padding), drawn in client order.
+
+    The draws depend only on the clients' order, not on how they are grouped: sharded and
+    unsharded rounds drawing in the same order see the same batches.
+    """
+    out = []
     B = batch_size
-    idx = np.zeros((slots, T, B), dtype=np.int64)
-    mask = np.zeros((slots, T, B), dtype=np.float32)
-    for i, (c, s) in enumerate(zip(clients, steps, strict=True)):
-        start, n = int(offsets[c]), int(offsets[c + 1] - offsets[c])
+    for c, s in zip(clients, steps, strict=True):
+        n = int(offsets[c + 1] - offsets[c])
         per_epoch = math.ceil(n / B)
         rows = []
         for _ in range(epochs):
@@ -108,9 +123,28 @@ def plan_group(
             padded = np.full(per_epoch * B, -1, dtype=np.int64)
             padded[:n] = perm
             rows.append(padded.reshape(per_epoch, B))
-        batches = np.concatenate(rows)[:s]
-        real = batches >= 0
-        idx[i, :s] = np.where(real, batches + start, start)
+        out.append(np.concatenate(rows)[:s])
+    return out
+
+
+def assemble_group(
+    clients: np.ndarray,
+    steps: np.ndarray,
+    batches: list[np.ndarray],
+    offsets: np.ndarray,
+    *,
+    batch_size: int,
+    slots: int,
+) -> GroupPlan:
+    """The padded tensors of one group from its clients' drawn ``batches``."""
+    g = len(clients)
+    T = int(steps.max()) if g else 1
+    idx = np.zeros((slots, T, batch_size), dtype=np.int64)
+    mask = np.zeros((slots, T, batch_size), dtype=np.float32)
+    for i, (c, s, rows) in enumerate(zip(clients, steps, batches, strict=True)):
+        start = int(offsets[c])
+        real = rows >= 0
+        idx[i, :s] = np.where(real, rows + start, start)
         mask[i, :s] = real
     if g:
         idx[g:] = idx[0]  # padding slots read valid rows; their mask stays 0
@@ -150,3 +184,37 @@ def bucket(n: int, group_size: int) -> int:
     if n >= group_size:
         return group_size
     return min(group_size, 1 << max(0, n - 1).bit_length())
+
+
+def plan_shards(
+    rng: np.random.Generator,
+    cohort: Cohort,
+    offsets: np.ndarray,
+    *,
+    shards: int,
+    group_size: int,
+    epochs: int,
+    batch_size: int,
+) -> list[list[GroupPlan]]:
+    """The groups of each of ``shards`` shards of the cohort's trained clients.
+
+    Batches are drawn for all clients in the cohort's order first (as :func:`plan_groups` does),
+    so a sharded round trains every client on the very batches of the unsharded one. Then the
+    i-th trained client goes to shard ``i % shards``: the clients are sorted by step count, so
+    dealing them out like cards gives each shard about the same work. A shard may be empty.
+    """
+    batches = draw_batches(rng, cohort.trained, cohort.steps, offsets, epochs=epochs, batch_size=batch_size)
+    out = []
+    for k in range(shards):
+        ids, steps, rows = cohort.trained[k::shards], cohort.steps[k::shards], batches[k::shards]
+        groups = []
+        for first in range(0, len(ids), group_size):
+            last = first + group_size
+            slots = bucket(len(ids[first:last]), group_size)
+            groups.append(
+                assemble_group(
+                    ids[first:last], steps[first:last], rows[first:last], offsets, batch_size=batch_size, slots=slots
+                )
+            )
+        out.append(groups)
+    return out

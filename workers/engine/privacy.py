@@ -72,6 +72,15 @@ class GaussianMechanism:
             update_sum.add_(self.noise, alpha=std)
         return update_sum.div_(max(cohort, 1))
 
+    def round_fields(
+        self, stats: dict, clip_norm: float | None, cohort: int, reported: float, rng: np.random.Generator
+    ) -> dict:
+        """The clip norm used this round and the share it clipped; then C adapts for the next round."""
+        unclipped = float(stats["unclipped"])
+        self.adapt(unclipped, int(reported), cohort, rng)
+        clipped = 1 - unclipped / reported if reported > 0 else None
+        return {"dp_clip_norm": clip_norm, "dp_clipped_fraction": clipped}
+
     def adapt(self, unclipped: int, reported: int, cohort: int, rng: np.random.Generator) -> None:
         """Andrew et al.'s geometric update of C from the noisy share of unclipped updates."""
         if not self.spec.adaptive_clip or reported == 0:

@@ -26,14 +26,13 @@ from workers.engine.codecs import make_codec
 from workers.engine.data import build_data
 from workers.engine.data.base import FederatedData
 from workers.engine.devices import describe, fits_on, resolve_devices
-from workers.engine.evaluation import evaluate, evaluate_clients
+from workers.engine.evaluation import client_evaluation, evaluate
 from workers.engine.isolation import train_in_child
 from workers.engine.models import build_model
 from workers.engine.plan import Cohort, plan_groups, sample_cohort
 from workers.engine.privacy import GaussianMechanism
 from workers.engine.result import (
     RoundResult,
-    accuracy_fields,
     fp32_bytes_formula,
     participation_histogram,
     quantile_fields,
@@ -153,23 +152,43 @@ class Simulation:
         t0 = time.perf_counter()
         for d in self.devices:
             probes.reset_peak(d)
-        r = self.round + 1
+        cohort = self.sample_cohort(self.rng)
+        bytes_down = self._broadcast() * len(cohort.clients)
+        t_train = time.perf_counter()
+        clip_norm = self.dp.clip_norm if self.dp else None
+        stats = self._train_cohort(cohort, clip_norm)
+        return self.conclude_round(cohort, stats, bytes_down=bytes_down, t0=t0, t_train=t_train, clip_norm=clip_norm)
+
+    def sample_cohort(self, rng: np.random.Generator) -> Cohort:
+        """Draw the cohort of the next round from ``rng`` (the simulation's own, or a copy of it)."""
         spec = self.spec
-        cohort = sample_cohort(
-            self.rng,
+        return sample_cohort(
+            rng,
             self.sizes,
-            spec.cohort_size(r),
+            spec.cohort_size(self.round + 1),
             epochs=spec.local.epochs,
             batch_size=spec.local.batch_size,
             straggler_fraction=spec.heterogeneity.straggler_fraction,
             straggler_policy=spec.heterogeneity.straggler_policy,
             dropout=spec.heterogeneity.dropout,
         )
+
+    def conclude_round(
+        self,
+        cohort: Cohort,
+        stats: dict[str, torch.Tensor],
+        *,
+        bytes_down: int,
+        t0: float,
+        t_train: float,
+        clip_norm: float | None = None,
+    ) -> RoundResult:
+        """Step the server with ``update_sum`` (Σ samples · update, or Σ clipped updates under DP)
+        and ``stats``, evaluate when due, and return the round's result. Shared by whole rounds and
+        sharded ones (``shards.py``)."""
+        spec = self.spec
+        r = self.round + 1
         self.participation[torch.from_numpy(np.asarray(cohort.clients, dtype=np.int64))] += 1
-        bytes_down = self._broadcast() * len(cohort.clients)
-        t_train = time.perf_counter()
-        clip_norm = self.dp.clip_norm if self.dp else None
-        stats = self._train_cohort(cohort, clip_norm)
         total_weight = float(stats["weight"])
         if total_weight > 0:  # with no reporting client there is no update: the server does not step
             if self.dp:
@@ -183,11 +202,11 @@ class Simulation:
         clients_eval: dict = {}
         if r % spec.evaluation.every == 0 or r == spec.rounds:
             test_loss, test_acc = self.evaluate()
-            clients_eval = self._evaluate_clients(cohort)
+            clients_eval = client_evaluation(self.model, self.replicas[0].data, self._evaluated(cohort), self.spec)
         self.round = r
         mem = probes.probe(self.device)
         completed = len(cohort.trained)
-        result = RoundResult(
+        return RoundResult(
             round=r,
             participants=len(cohort.clients),
             completed=completed,
@@ -209,11 +228,11 @@ class Simulation:
             vram_peak_mb=mem["vram_peak_mb"],
             device=self.device_name,
             **clients_eval,
-            **quantile_fields("train_loss", stats["client_losses"].cpu().tolist()),
+            # Sharded rounds (shards.py) carry no per-client losses: those fields stay empty there.
+            **quantile_fields("train_loss", stats["client_losses"].cpu().tolist() if "client_losses" in stats else []),
             participation_histogram=participation_histogram(self.participation.numpy()),
-            **self._privacy_fields(stats, clip_norm, len(cohort.clients), total_weight),
+            **(self.dp.round_fields(stats, clip_norm, len(cohort.clients), total_weight, self.rng) if self.dp else {}),
         )
-        return result
 
     def run(self, rounds: int | None = None) -> list[RoundResult]:
         """Run up to ``rounds`` more rounds (default: to the end); stop early when a callback says so."""
@@ -226,48 +245,30 @@ class Simulation:
                 break
         return results
 
-    def _broadcast(self) -> int:
-        """Send the global model down; return the payload bytes per client.
+    def _broadcast(self, into: torch.Tensor | None = None) -> int:
+        """Send the global model down (into ``broadcast_weights``, or ``into``, which holds a copy of
+        it); return the payload bytes per client.
 
         fp32/fp16/int8 send the (quantised) weights; top-k sends the change since the last
         broadcast, so ``broadcast_weights`` tracks what clients hold and carries the compression error.
         """
         codec = self.downlink
+        held = self.broadcast_weights if into is None else into
         if codec.name == "fp32":
-            self.broadcast_weights.copy_(self.global_flat)
+            held.copy_(self.global_flat)
         elif codec.name == "topk":
-            payload = codec.encode((self.global_flat - self.broadcast_weights).unsqueeze(0))
-            self.broadcast_weights.add_(codec.decode(payload)[0])
+            payload = codec.encode((self.global_flat - held).unsqueeze(0))
+            held.add_(codec.decode(payload)[0])
         else:
-            self.broadcast_weights.copy_(codec.decode(codec.encode(self.global_flat.unsqueeze(0)))[0])
+            held.copy_(codec.decode(codec.encode(self.global_flat.unsqueeze(0)))[0])
         return codec.payload_bytes()
 
-    def _privacy_fields(self, stats: dict, clip_norm: float | None, cohort: int, reported: float) -> dict:
-        """The clip norm used this round and the share it clipped; then C adapts for the next round."""
-        if self.dp is None:
-            return {}
-        unclipped = float(stats["unclipped"])
-        self.dp.adapt(unclipped, int(reported), cohort, self.rng)
-        clipped = 1 - unclipped / reported if reported > 0 else None
-        return {"dp_clip_norm": clip_norm, "dp_clipped_fraction": clipped}
-
-    def _evaluate_clients(self, cohort: Cohort) -> dict:
-        """Federated evaluation: the global model on the evaluated clients' own test splits."""
-        data = self.replicas[0].data
+    def _evaluated(self, cohort: Cohort) -> torch.Tensor | None:
+        # Federated evaluation's clients: the fixed cohort, the round's sampled clients, or none.
         mode = self.spec.evaluation.clients
-        if mode == "none" or data.client_test_offsets is None:
-            return {}
-        clients = self.eval_cohort if mode == "cohort" else torch.as_tensor(np.asarray(cohort.clients, dtype=np.int64))
-        accuracies = evaluate_clients(
-            self.model,
-            data.x_client_test,
-            data.y_client_test,
-            data.client_test_offsets,
-            clients,
-            batch_size=self.spec.evaluation.batch_size,
-            device=self.device,
-        )
-        return accuracy_fields(accuracies.tolist())
+        if mode == "none":
+            return None
+        return self.eval_cohort if mode == "cohort" else torch.as_tensor(np.asarray(cohort.clients, dtype=np.int64))
 
     def _train_cohort(self, cohort: Cohort, clip_norm: float | None = None) -> dict[str, torch.Tensor]:
         """Plan every group (drawing from the RNG here, in the parent), then train them.

@@ -1,0 +1,307 @@
+"""The sections of an experiment spec: one frozen dataclass each, a default and metadata per field.
+
+``workers.engine.spec.Spec`` puts them together and checks the rules that tie fields of different
+sections; ``workers.engine.validation`` reads the metadata (types, ranges, choices, lengths) and
+``workers.engine.fields`` the "applies when" rules the form uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workers.engine.fields import spec_field as _f
+
+DATASETS = ("digits", "synthetic", "synthetic_images", "emnist_h5", "femnist_leaf", "cifar10", "tokens")
+PARTITIONS = ("iid", "dirichlet", "shards", "natural")
+MODELS = ("logistic", "mlp", "cnn", "vgg", "lm14m")
+ALGORITHMS = ("fedavg", "fedavgm", "fedprox", "fedadam", "fedyogi", "fedadagrad")
+# Each algorithm has exactly one server optimizer; the field is kept explicit for readability.
+SERVER_OPTIMIZER_OF = {
+    "fedavg": "sgd",
+    "fedprox": "sgd",
+    "fedavgm": "sgd",
+    "fedadam": "adam",
+    "fedyogi": "yogi",
+    "fedadagrad": "adagrad",
+}
+# Datasets whose clients exist in the data itself (writers, generated devices).
+NATURAL_DATASETS = ("emnist_h5", "femnist_leaf", "synthetic", "synthetic_images", "tokens")
+CODECS = ("fp32", "fp16", "int8", "topk")
+# Datasets read from files under the server's datasets folder (data.path names them).
+FILE_DATASETS = ("emnist_h5", "femnist_leaf", "cifar10")
+PRECISIONS = ("fp32", "bf16", "fp16")
+TRAINING_MODES = ("auto", "vectorized", "sequential")
+# "Applies when" rules shared by several fields (the shape: workers.engine.fields).
+ADAPTIVE = ("fedadam", "fedyogi", "fedadagrad")
+TOPK_ANY_LINK = [{"communication.uplink": ["topk"]}, {"communication.downlink": ["topk"]}]
+FEDERATED_EVALUATION = ("none", "sampled", "cohort")
+MECHANISMS = ("none", "gaussian")
+CLIENT_EVALUATION = {"evaluation.clients": ["sampled", "cohort"]}
+GAUSSIAN = {"privacy.mechanism": ["gaussian"]}
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    dataset: str = _f("digits", "Dataset: bundled digits, generated benchmarks, or files you have.", choices=DATASETS)
+    num_clients: int = _f(100, "Number of clients the data is split into.", min=1, max=1_000_000)
+    partition: str = _f("dirichlet", "How samples are split between clients.", choices=PARTITIONS)
+    alpha: float = _f(
+        0.5,
+        "Dirichlet concentration; smaller is more non-IID.",
+        min=0,
+        min_open=True,
+        max=10_000,
+        applies_when={"data.partition": ["dirichlet"]},
+    )
+    shards_per_client: int = _f(
+        2,
+        "Classes per client for the 'shards' partition.",
+        min=1,
+        max=1000,
+        applies_when={"data.partition": ["shards"]},
+    )
+    path: str | None = _f(
+        None,
+        "File or folder for emnist_h5, femnist_leaf and cifar10, relative to the server's datasets folder.",
+        nullable=True,
+        max_length=1024,
+        applies_when={"data.dataset": list(FILE_DATASETS)},
+    )
+    image_size: int = _f(
+        28,
+        "Side of the images for digits (8 = native, 28 = EMNIST-sized).",
+        choices=(8, 28),
+        applies_when={"data.dataset": ["digits"]},
+    )
+    num_classes: int = _f(
+        10,
+        "Classes of synthetic_images (10 digits or 62 FEMNIST).",
+        choices=(10, 62),
+        applies_when={"data.dataset": ["synthetic_images"]},
+    )
+    mean_samples: int = _f(
+        100,
+        "Mean samples per client for synthetic_images and tokens.",
+        min=1,
+        max=100_000,
+        applies_when={"data.dataset": ["synthetic_images", "tokens"]},
+    )
+    synthetic_alpha: float = _f(
+        1.0, "Synthetic(α, β): model heterogeneity α.", min=0, max=100, applies_when={"data.dataset": ["synthetic"]}
+    )
+    synthetic_beta: float = _f(
+        1.0, "Synthetic(α, β): data heterogeneity β.", min=0, max=100, applies_when={"data.dataset": ["synthetic"]}
+    )
+    seq_len: int = _f(
+        64, "Tokens per sequence for the tokens dataset.", min=2, max=2048, applies_when={"data.dataset": ["tokens"]}
+    )
+    test_fraction: float = _f(
+        0.2, "Share of samples held out for the server's test set.", min=0, max=0.9, advanced=True
+    )
+    client_test_fraction: float = _f(
+        0.0,
+        "Share of each client's samples held out as its own test split (federated evaluation).",
+        min=0,
+        max=0.5,
+        applies_when=CLIENT_EVALUATION,
+    )
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str = _f("cnn", "Model architecture.", choices=MODELS)
+    hidden: int = _f(200, "Hidden units of the mlp.", min=1, max=65_536, applies_when={"model.name": ["mlp"]})
+    blocks: int = _f(2, "VGG blocks: cnn-(6·blocks+2)-width.", min=1, max=8, applies_when={"model.name": ["vgg"]})
+    width: int = _f(4, "VGG width multiplier.", min=1, max=64, applies_when={"model.name": ["vgg"]})
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    name: str = _f("fedavg", "Federated algorithm (server strategy).", choices=ALGORITHMS)
+    # Shown for every algorithm: the proximal term is client training's, and the engine adds it
+    # whatever the server strategy (FedProx is FedAvg's server step with μ > 0).
+    mu: float = _f(
+        0.0, "Proximal term μ of client training, FedProx's (0 = none); it applies to every algorithm.", min=0, max=1000
+    )
+    server_optimizer: str = _f(
+        "sgd", "Server optimizer; follows from the algorithm.", choices=("sgd", "adam", "yogi", "adagrad")
+    )
+    server_lr: float = _f(1.0, "Server learning rate applied to the averaged update.", min=0, min_open=True, max=100)
+    server_momentum: float = _f(
+        0.9, "Server momentum for FedAvgM.", min=0, max=0.999, applies_when={"algorithm.name": ["fedavgm"]}
+    )
+    beta1: float = _f(
+        0.9,
+        "First-moment decay of FedAdam/FedYogi/FedAdagrad.",
+        min=0,
+        max=0.999,
+        applies_when={"algorithm.name": list(ADAPTIVE)},
+    )
+    beta2: float = _f(
+        0.99,
+        "Second-moment decay of FedAdam/FedYogi.",
+        min=0,
+        max=0.9999,
+        applies_when={"algorithm.name": ["fedadam", "fedyogi"]},
+    )
+    tau: float = _f(
+        1e-3,
+        "Adaptivity ε of FedAdam/FedYogi/FedAdagrad.",
+        min=0,
+        min_open=True,
+        max=1,
+        applies_when={"algorithm.name": list(ADAPTIVE)},
+    )
+
+
+@dataclass(frozen=True)
+class ParticipationSpec:
+    clients_per_round: int = _f(10, "Clients sampled each round.", min=1, max=1_000_000)
+    schedule: list[int] | None = _f(
+        None,
+        "One cohort size per round; overrides clients_per_round.",
+        nullable=True,
+        max_length=1_000_000,
+        advanced=True,
+    )
+
+
+@dataclass(frozen=True)
+class LocalSpec:
+    epochs: int = _f(1, "Local epochs E.", min=1, max=1000)
+    batch_size: int = _f(20, "Local batch size B.", min=1, max=65536)
+    lr: float = _f(0.05, "Client learning rate.", min=0, min_open=True, max=10)
+    momentum: float = _f(0.0, "Client SGD momentum.", min=0, max=0.999, advanced=True)
+    weight_decay: float = _f(0.0, "Client weight decay.", min=0, max=1, advanced=True)
+
+
+@dataclass(frozen=True)
+class HeterogeneitySpec:
+    straggler_fraction: float = _f(0.0, "Share of each cohort that can only do part of the local work.", min=0, max=1)
+    straggler_policy: str = _f(
+        "drop",
+        "drop: discard stragglers (FedAvg); partial: aggregate their partial work (FedProx).",
+        choices=("drop", "partial"),
+    )
+    dropout: float = _f(0.0, "Share of each cohort that never reports.", min=0, max=1)
+
+
+@dataclass(frozen=True)
+class CommunicationSpec:
+    uplink: str = _f("fp32", "Codec for client updates.", choices=CODECS)
+    downlink: str = _f("fp32", "Codec for the model sent to clients.", choices=CODECS)
+    topk_ratio: float = _f(
+        0.01, "Share of entries kept by top-k.", min=0, max=1, min_open=True, applies_when=TOPK_ANY_LINK
+    )
+    # Residuals are kept per client for the uplink only: the downlink has no client-side memory.
+    error_feedback: bool = _f(
+        True,
+        "Carry top-k's dropped mass into the client's next update.",
+        applies_when={"communication.uplink": ["topk"]},
+    )
+
+
+@dataclass(frozen=True)
+class ComputeSpec:
+    device: str = _f("auto", "auto, cpu, cuda, cuda:N or cuda:all.", max_length=16)
+    client_group_size: int = _f(64, "Clients trained together in one vectorised step.", min=1, max=4096, advanced=True)
+    precision: str = _f("fp32", "Training precision.", choices=PRECISIONS, advanced=True)
+    isolation: str = _f(
+        "none",
+        "process: train each round's clients in a fresh child process.",
+        choices=("none", "process"),
+        advanced=True,
+    )
+    training: str = _f(
+        "auto",
+        "vectorized (torch.func), sequential, or auto (vectorised when the model allows).",
+        choices=TRAINING_MODES,
+        advanced=True,
+    )
+    compile: bool = _f(
+        False,
+        "Capture the vectorised step with torch.compile (cache bounded by group size).",
+        advanced=True,
+        applies_when={"compute.training": ["auto", "vectorized"]},
+    )
+    shards: int = _f(
+        1,
+        "Split each round's cohort over this many worker tasks (any worker of the queue); "
+        "auto (stored as 0): one per live worker slot of the queue.",
+        min=0,
+        max=64,
+        advanced=True,
+    )
+
+
+@dataclass(frozen=True)
+class EvaluationSpec:
+    every: int = _f(1, "Evaluate the global model every N rounds (and always on the last).", min=1, max=1_000_000)
+    batch_size: int = _f(1024, "Evaluation batch size.", min=1, max=65536, advanced=True)
+    clients: str = _f(
+        "none",
+        "Federated evaluation on clients' own test splits: none, the round's sampled clients, or a fixed cohort.",
+        choices=FEDERATED_EVALUATION,
+    )
+    cohort_size: int = _f(
+        20,
+        "Clients in the fixed evaluation cohort.",
+        min=1,
+        max=1_000_000,
+        applies_when={"evaluation.clients": ["cohort"]},
+    )
+
+
+@dataclass(frozen=True)
+class PrivacySpec:
+    mechanism: str = _f(
+        "none", "gaussian: DP-FedAvg (clip each client's update, add Gaussian noise at the server).", choices=MECHANISMS
+    )
+    clip_norm: float = _f(
+        1.0,
+        "Clipping norm C of each client's update (the start value when adaptive).",
+        min=0,
+        min_open=True,
+        max=1e6,
+        applies_when=GAUSSIAN,
+    )
+    noise_multiplier: float = _f(
+        1.0, "Noise multiplier z: the noise's standard deviation is z·C.", min=0, max=1000, applies_when=GAUSSIAN
+    )
+    delta: float = _f(1e-5, "δ at which ε is reported.", min=0, min_open=True, max=0.1, applies_when=GAUSSIAN)
+    adaptive_clip: bool = _f(
+        False, "Adapt C towards a quantile of the update norms (Andrew et al. 2021).", applies_when=GAUSSIAN
+    )
+    target_quantile: float = _f(
+        0.5,
+        "Share of updates the adaptive C aims to leave unclipped.",
+        min=0,
+        max=1,
+        applies_when=GAUSSIAN,
+        advanced=True,
+    )
+    clip_lr: float = _f(
+        0.2, "Learning rate of the adaptive C (geometric update).", min=0, max=10, applies_when=GAUSSIAN, advanced=True
+    )
+    count_noise: float = _f(
+        0.0,
+        "Std of the noise on the unclipped count (adaptive C); 0 = the paper's cohort/20.",
+        min=0,
+        max=1e6,
+        applies_when=GAUSSIAN,
+        advanced=True,
+    )
+
+
+SECTIONS = {
+    "data": DataSpec,
+    "model": ModelSpec,
+    "algorithm": AlgorithmSpec,
+    "participation": ParticipationSpec,
+    "local": LocalSpec,
+    "heterogeneity": HeterogeneitySpec,
+    "communication": CommunicationSpec,
+    "compute": ComputeSpec,
+    "evaluation": EvaluationSpec,
+    "privacy": PrivacySpec,
+}

@@ -1,0 +1,86 @@
+"""A shard of a sharded round, on whichever worker took it (``orchestrator.sharding`` keeps the rows).
+
+The worker brings its simulation to the end of the previous round (its cache, or the round's
+published checkpoint, which the round before wrote), plans the round (every worker plans alike),
+trains its shard into a partial-sum file, and, when it finds every shard done, concludes the
+round: sums the partials in shard order, steps the server, writes the next published checkpoint,
+records the round and lets the scheduler send the next one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from django.utils import timezone
+
+log = logging.getLogger(__name__)
+
+
+def execute_shard(experiment_id: int, round_number: int, index: int, *, worker: str) -> None:
+    """Run shard ``index`` of round ``round_number`` (and conclude the round if it is the last)."""
+    from orchestrator import sharding
+    from orchestrator.models import Experiment
+
+    row = sharding.claim(experiment_id, round_number, index, worker, os.getpid())
+    if row is None:
+        return  # a duplicate, late or stopped delivery: the claim is the arbiter
+    experiment = Experiment.objects.get(pk=experiment_id)
+    try:
+        _run(experiment, row, worker)
+    finally:
+        from workers.tasks import _schedule_queue_of
+
+        _schedule_queue_of(experiment_id)  # this slot is free again, and the next round may be ready
+
+
+def _run(experiment, row, worker: str):
+    from orchestrator import sharding
+    from orchestrator.models import Worker
+    from workers import progress, runtime
+    from workers.engine import shards
+
+    log_line = progress.to_experiment_log(experiment)
+    Worker.objects.filter(hostname=worker).update(current_experiment=experiment)
+    try:
+        sim = runtime.simulation_at(experiment, row.round, log_line)
+        planned = shards.plan_round(sim, row.of)
+        if not row.done:
+            partial = shards.train_shard(sim, planned, row.index)
+            shards.write_partial(sharding.partial_path(experiment.pk, row.round, row.index), partial)
+            if not sharding.mark_done(row):
+                return None  # another shard is still training: the last one to finish concludes
+        partials = [shards.read_partial(sharding.partial_path(experiment.pk, row.round, k)) for k in range(row.of)]
+        t0 = time.perf_counter() - (timezone.now() - row.created).total_seconds()  # since the round fanned out
+        result = shards.conclude_round(sim, planned, partials, t0=t0)
+        runtime.save_checkpoint(experiment, sim)  # the next round's published model
+    except Exception as e:
+        log.exception("shard %s of round %s of experiment %s failed", row.index, row.round, experiment.pk)
+        runtime.forget(experiment.pk)
+        experiment.fail(f"Round {row.round} (shard {row.index + 1} of {row.of}) failed: {type(e).__name__}: {e}")
+        return None
+    finally:
+        Worker.objects.filter(hostname=worker).update(current_experiment=None)
+    return _record(experiment, row.round, result.to_dict())
+
+
+def _record(experiment, round_number: int, metrics: dict):
+    """What ``run_round`` does after training: record once, publish, complete or go on."""
+    from orchestrator import events, sharding
+    from orchestrator.models import ACTIVE, RoundMetric
+    from workers import runtime
+
+    RoundMetric.record(experiment, metrics)
+    if not experiment.advance(round_number):
+        return None  # a racing conclusion of the same round recorded it first
+    sharding.forget_round(experiment.pk, round_number)
+    events.publish_round(experiment.pk, metrics)
+    if experiment.current_round >= experiment.total_rounds:
+        runtime.forget(experiment.pk)
+        experiment.complete()
+        return experiment
+    if experiment.status not in ACTIVE:
+        runtime.forget(experiment.pk)
+        events.publish_status(experiment)
+    return experiment
