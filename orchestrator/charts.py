@@ -174,7 +174,7 @@ def participation_figure(rounds: list[dict]) -> dict | None:
     labels = [str(k) for k in range(len(counts) - 1)] + [f"{len(counts) - 1}+"]
     # A recipe no round matches: the page's live updates leave this snapshot alone.
     bars = go.Bar(x=labels, y=counts, name="clients", marker={"color": "#0891b2"}, meta=Series(("-",)).meta())
-    layout = _layout(Chart("participation", "", "clients", ()), y_title="clients", right_axis=False)
+    layout = _layout(Chart("participation", "", "clients", ()), y_title="clients", right_axis=False, empty=False)
     layout["xaxis"] = {"title": {"text": f"times sampled (after round {last['round']})"}, "type": "category"}
     return _figure_json([bars], layout)
 
@@ -335,7 +335,7 @@ def band_figure(title: str, y_title: str, curves: list[dict]) -> dict:
             line={"color": color, "width": 2}, marker={"size": 4}, meta={"role": "mean", "std": c["std"]},
         ))  # fmt: skip
     chart = Chart(f"sweep-{title}", title, y_title, ())
-    layout = _layout(chart, y_title=y_title, right_axis=False)
+    layout = _layout(chart, y_title=y_title, right_axis=False, empty=not curves)
     layout["title"] = {"text": title, "x": 0, "font": {"size": 13}}
     layout["margin"]["t"] = 60
     return _figure_json(traces, layout)

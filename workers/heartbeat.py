@@ -24,9 +24,7 @@ last_beat: float | None = None  # Unix time of this process's last heartbeat tha
 @worker_ready.connect
 def _start(sender, **kwargs):
     hostname = sender.hostname
-    # Its own direct queue (worker_direct: packed rounds) is not a queue it serves for anyone else.
-    consumed = sender.app.amqp.queues.consume_from or sender.app.amqp.queues
-    queues = ",".join(sorted(q for q in consumed if not q.endswith(".dq2")))
+    queues = served_queues(sender.app)
     slots = getattr(sender.pool, "num_processes", None) or 1  # --concurrency: rounds it runs at once
     _stop.clear()
     _forget_previous_life(hostname)
@@ -36,6 +34,13 @@ def _start(sender, **kwargs):
 @worker_shutdown.connect
 def _shutdown(**kwargs):
     _stop.set()
+
+
+def served_queues(app) -> str:
+    """The queues a worker serves, comma-separated: what it consumes, less its own direct queue
+    (worker_direct: packed rounds sent to it alone), which it serves for nobody else."""
+    consumed = app.amqp.queues.consume_from or app.amqp.queues
+    return ",".join(sorted(q for q in consumed if not q.endswith(".dq2")))
 
 
 def _forget_previous_life(hostname: str) -> None:

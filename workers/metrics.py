@@ -24,6 +24,8 @@ from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import ThreadingWSGIServer
 
+from workers.heartbeat import served_queues
+
 log = logging.getLogger(__name__)
 PORT_TRIES = 64
 _servers: list[ThreadingWSGIServer] = []
@@ -134,7 +136,7 @@ def _start(sender, **kwargs):
     address = settings.FEDWEB_WORKER_METRICS_ADDRESS
     if address is None:
         return
-    queues = ",".join(sorted(sender.app.amqp.queues.consume_from or sender.app.amqp.queues))
+    queues = served_queues(sender.app)
     registry = CollectorRegistry()
     registry.register(WorkerCollector(sender.hostname, queues))
     ProcessCollector(registry=registry)  # the main process; the pool's memory is in the collector

@@ -90,7 +90,7 @@ def test_it_serves_static_files_and_plain_404s_through_daphne_with_debug_off(liv
             assert css.status == 200 and css.headers["Content-Type"].startswith("text/css")
             assert b"[hidden]" in css.read()
         js = urllib.request.urlopen(f"http://127.0.0.1:{port}/static/js/experiment_detail.js", timeout=10)
-        assert js.status == 200 and b"refreshDetails" in js.read()
+        assert js.status == 200 and b"FedWebDashboard" in js.read()
         with pytest.raises(urllib.error.HTTPError) as missing:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/experimnts/", timeout=10)
         html = missing.value.read().decode()

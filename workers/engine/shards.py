@@ -84,7 +84,8 @@ def train_shard(sim: Simulation, planned: PlannedRound, index: int) -> Partial:
         probes.reset_peak(d)
     update_sum = torch.zeros_like(sim.global_flat)
     stats = train_plans(sim.replicas, planned.shards[index], planned.broadcast, sim.uplink, None, update_sum)
-    values = {k: float(v) for k, v in stats.items()}  # one host sync per shard
+    # The round's scalar sums, one host sync per shard (per-client losses stay out: see runner).
+    values = {k: float(v) for k, v in stats.items() if v.numel() == 1}
     mem = probes.probe(sim.device)
     return Partial(update_sum, values, time.perf_counter() - t0, mem["rss_mb"], mem["vram_peak_mb"])
 
