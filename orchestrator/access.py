@@ -92,10 +92,15 @@ def shares_with(experiment: Experiment, token: str | None) -> bool:
 def experiments_visible_to(user) -> QuerySet[Experiment]:
     """Every experiment ``user`` may read, in one query: own ones, or ones shared with a team the
     user belongs to. Each row carries the user's team role so ``can_*()`` need no more queries."""
+    return _visible_to(Experiment, user)
+
+
+def _visible_to(model, user) -> QuerySet:
+    # Experiments and sweeps share the rule (owner, team, visibility): one query per list.
     if not (user and user.is_authenticated):
-        return Experiment.objects.none()
+        return model.objects.none()
     role = Membership.objects.filter(team=OuterRef("team"), user=user).values("role")[:1]
-    qs = Experiment.objects.annotate(
+    qs = model.objects.annotate(
         access_team_role=Subquery(role), access_user_id=Value(user.id, output_field=IntegerField())
     )
     if user.is_superuser:
@@ -207,16 +212,7 @@ def share_path(experiment: Experiment) -> str | None:
 
 def sweeps_visible_to(user) -> QuerySet[Sweep]:
     """Every sweep ``user`` may read, each row annotated with the user's team role (one query)."""
-    if not (user and user.is_authenticated):
-        return Sweep.objects.none()
-    role = Membership.objects.filter(team=OuterRef("team"), user=user).values("role")[:1]
-    qs = Sweep.objects.annotate(
-        access_team_role=Subquery(role), access_user_id=Value(user.id, output_field=IntegerField())
-    )
-    if user.is_superuser:
-        return qs
-    shared = Q(visibility__in=[Visibility.TEAM, Visibility.PUBLIC], access_team_role__isnull=False)
-    return qs.filter(Q(owner=user) | shared)
+    return _visible_to(Sweep, user)
 
 
 def get_sweep_for_user(user, pk: int, *, control: bool = False, delete: bool = False) -> Sweep:

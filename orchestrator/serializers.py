@@ -68,7 +68,24 @@ class ExperimentQueuedSerializer(ExperimentSerializer):
         return submit_warnings(experiment)
 
 
-class ExperimentCreateSerializer(serializers.Serializer):
+class TeamAndVisibility:
+    """The team/visibility checks every create serializer shares (experiments and sweeps)."""
+
+    def validate_team(self, team):
+        # Same answer for a team that doesn't exist and one you may not create in: no leak.
+        if team is not None and not access.teams_for_creation(self.context["request"].user).filter(pk=team.pk).exists():
+            raise serializers.ValidationError(f'Invalid pk "{team.pk}" - object does not exist.')
+        return team
+
+    def validate(self, data):
+        try:
+            check_team_visibility(data.get("visibility"), data.get("team"))
+        except DjangoValidationError as e:
+            raise serializers.ValidationError(e.message_dict) from None
+        return data
+
+
+class ExperimentCreateSerializer(TeamAndVisibility, serializers.Serializer):
     name = serializers.CharField(max_length=200)
     description = serializers.CharField(required=False, allow_blank=True, default="")
     tags = serializers.ListField(child=serializers.CharField(max_length=50), required=False, default=list)
@@ -84,19 +101,6 @@ class ExperimentCreateSerializer(serializers.Serializer):
         except SpecError as e:
             raise serializers.ValidationError({e.field: [str(e)]}) from None
         return spec.to_dict()
-
-    def validate_team(self, team):
-        # Same answer for a team that doesn't exist and one you may not create in: no leak.
-        if team is not None and not access.teams_for_creation(self.context["request"].user).filter(pk=team.pk).exists():
-            raise serializers.ValidationError(f'Invalid pk "{team.pk}" - object does not exist.')
-        return team
-
-    def validate(self, data):
-        try:
-            check_team_visibility(data.get("visibility"), data.get("team"))
-        except DjangoValidationError as e:
-            raise serializers.ValidationError(e.message_dict) from None
-        return data
 
     def create(self, data) -> Experiment:
         start = data.pop("start")

@@ -6,7 +6,6 @@ point: ``{"spec.algorithm.mu": ["point mu=-1 seed=0: algorithm.mu must be >= 0"]
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view
@@ -15,13 +14,14 @@ from rest_framework.response import Response
 
 from accounts.models import Team
 from orchestrator import access
-from orchestrator.models import RoundMetric, Sweep, check_team_visibility
+from orchestrator.models import RoundMetric, Sweep
+from orchestrator.serializers import TeamAndVisibility
 from orchestrator.sweep_model import SWEEP_MODES
 from orchestrator.sweep_stats import METRICS, group
 from orchestrator.sweeps import SweepError, create_sweep
 
 
-class SweepCreateSerializer(serializers.Serializer):
+class SweepCreateSerializer(TeamAndVisibility, serializers.Serializer):
     name = serializers.CharField(max_length=200)
     description = serializers.CharField(required=False, allow_blank=True, default="")
     tags = serializers.ListField(child=serializers.CharField(max_length=50), required=False, default=list)
@@ -33,18 +33,6 @@ class SweepCreateSerializer(serializers.Serializer):
     samples = serializers.IntegerField(required=False, allow_null=True, min_value=1, default=None)
     sample_seed = serializers.IntegerField(required=False, min_value=0, default=0)
     start = serializers.BooleanField(required=False, default=True, help_text="Queue every run at once")
-
-    def validate_team(self, team):
-        if team is not None and not access.teams_for_creation(self.context["request"].user).filter(pk=team.pk).exists():
-            raise serializers.ValidationError(f'Invalid pk "{team.pk}" - object does not exist.')
-        return team
-
-    def validate(self, data):
-        try:
-            check_team_visibility(data.get("visibility"), data.get("team"))
-        except DjangoValidationError as e:
-            raise serializers.ValidationError(e.message_dict) from None
-        return data
 
     def create(self, data) -> Sweep:
         base, axes = data.pop("spec"), data.pop("axes")

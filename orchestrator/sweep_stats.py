@@ -8,6 +8,7 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
+from orchestrator.spec_table import flatten
 from orchestrator.sweep_model import SEED_FIELD
 
 # The table's metrics: (key, label, RoundResult field, how one run's value is read from its rounds).
@@ -39,17 +40,6 @@ def run_value(rounds: list[dict], field: str, how: str) -> float | None:
     if not values:
         return None
     return values[-1] if how == "final" else max(values) if how == "max" else min(values)
-
-
-def flatten(d: dict, prefix: str = "") -> dict:
-    """A nested spec dict as {dotted field: value}."""
-    out = {}
-    for key, value in d.items():
-        if isinstance(value, dict):
-            out.update(flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def differing_fields(specs: list[dict]) -> list[str]:
