@@ -95,12 +95,19 @@ def test_it_reaches_85_percent_on_quickstart(quickstart_fp32):
 
 @pytest.mark.slow
 def test_it_matches_fp32_accuracy_with_bf16(quickstart_fp32):
+    # bf16 on a CPU without bf16 instructions is emulated, 5x slower than fp32 (218 s for the whole
+    # run on an AMD EPYC), so the runs are compared over rounds 16-25 of the same schedule, where the
+    # model is past 85%: their mean accuracy, which one round's noise (±0.03 here) cannot swing.
     sim = quickstart("bf16")
 
-    bf16 = sim.run()
+    bf16 = [sim.next_round() for _ in range(25)]
 
     assert sim.vectorised
-    assert abs(bf16[-1].test_accuracy - quickstart_fp32[-1].test_accuracy) <= 0.01
+    assert [r.train_loss for r in bf16] != [r.train_loss for r in quickstart_fp32[:25]]  # bf16 really ran
+    mean = lambda rounds: sum(r.test_accuracy for r in rounds[15:25]) / 10  # noqa: E731
+    assert mean(quickstart_fp32) >= 0.85
+    assert abs(mean(bf16) - mean(quickstart_fp32)) <= 0.01
+    assert max(abs(a.test_accuracy - b.test_accuracy) for a, b in zip(bf16, quickstart_fp32, strict=False)) <= 0.05
 
 
 @pytest.mark.slow
