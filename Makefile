@@ -32,7 +32,7 @@ chromium:
 test: venv chromium
 	url="$$($(BIN)/python scripts/redis_url.py --test)"; \
 	if [ -n "$$url" ]; then export REDIS_URL="$$url"; fi; \
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=30 $(PYTEST_ARGS)
 
 test-fast: venv
 	$(BIN)/python -m pytest -m "not integration and not slow and not browser" $(PYTEST_ARGS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import pytest
 
@@ -53,8 +54,15 @@ def test_it_runs_a_4_by_3_sweep_from_the_form_and_charts_mean_and_std(page, djan
     runs = sweep.experiments.all()
     assert runs.count() == 12
     live.wait_for(lambda: all(e.status == "completed" for e in runs.all()), 240, "12 runs completed")
-    page.reload()  # the page reloads itself as runs finish; this makes the final state certain
-    assert "12 of 12 runs finished" in " ".join(page.text_content("#sweep-progress").split())
+    from playwright.sync_api import expect  # here: without playwright the browser fixture skips
+
+    # The page reloads itself whenever a run's status changes and stops polling once every run has
+    # finished. Wait for that last reload rather than reloading or closing the page: either can race
+    # the page's own navigation, and Chromium can then leave page.close() waiting forever
+    # (microsoft/playwright#42366). A locator assertion retries across the page's navigations.
+    expect(page.locator("#sweep-progress")).to_contain_text(re.compile(r"12\s+of\s+12\s+runs finished"),
+                                                            timeout=60_000)  # fmt: skip
+    page.wait_for_load_state("load")
 
     means = page.evaluate("() => document.getElementById('sweep-test_accuracy').data"
                           ".filter(t => t.meta.role === 'mean').map(t => [t.name, t.y.length])")  # fmt: skip
