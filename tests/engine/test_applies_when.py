@@ -24,33 +24,83 @@ def test_it_names_only_choice_fields_and_their_choices_in_every_rule():
         ({"data": {"partition": "dirichlet"}}, ["data.alpha"], ["data.shards_per_client"]),
         ({"data": {"partition": "shards"}}, ["data.shards_per_client"], ["data.alpha"]),
         ({"data": {"partition": "iid"}}, [], ["data.alpha", "data.shards_per_client"]),
-        ({"model": {"name": "mlp"}}, ["model.hidden"], ["model.blocks", "model.width"]),
-        ({"model": {"name": "vgg"}}, ["model.blocks", "model.width"], ["model.hidden"]),
-        ({"algorithm": {"name": "fedadam"}}, ["algorithm.beta1", "algorithm.beta2", "algorithm.tau"], []),
-        ({"algorithm": {"name": "fedadagrad"}}, ["algorithm.beta1", "algorithm.tau"], ["algorithm.beta2"]),
-        ({"algorithm": {"name": "fedavgm"}}, ["algorithm.server_momentum"], ["algorithm.beta1", "algorithm.tau"]),
-        ({"algorithm": {"name": "fedavg"}}, ["algorithm.mu"], ["algorithm.server_momentum", "algorithm.beta2"]),
-        ({"communication": {"uplink": "topk"}}, ["communication.topk_ratio", "communication.error_feedback"], []),
-        ({"communication": {"downlink": "topk"}}, ["communication.topk_ratio"], ["communication.error_feedback"]),
-        ({}, [], ["communication.topk_ratio", "communication.error_feedback"]),
+        (
+            {"model": {"name": "mlp"}},
+            ["model.options.mlp.hidden"],
+            ["model.options.vgg.blocks", "model.options.vgg.width"],
+        ),
+        (
+            {"model": {"name": "vgg"}},
+            ["model.options.vgg.blocks", "model.options.vgg.width"],
+            ["model.options.mlp.hidden"],
+        ),
+        (
+            {"algorithm": {"name": "fedadam"}},
+            ["algorithm.options.fedadam.beta1", "algorithm.options.fedadam.beta2", "algorithm.options.fedadam.tau"],
+            ["algorithm.options.fedyogi.beta1", "algorithm.options.fedavgm.momentum"],
+        ),
+        (
+            {"algorithm": {"name": "fedadagrad"}},
+            ["algorithm.options.fedadagrad.beta1", "algorithm.options.fedadagrad.tau"],
+            ["algorithm.options.fedadam.beta2"],
+        ),
+        (
+            {"algorithm": {"name": "fedavgm"}},
+            ["algorithm.options.fedavgm.momentum"],
+            ["algorithm.options.fedadam.beta1", "algorithm.options.fedadam.tau"],
+        ),
+        (
+            {"algorithm": {"name": "fedavg"}},
+            ["algorithm.mu"],
+            ["algorithm.options.fedavgm.momentum", "algorithm.options.fedadam.beta2"],
+        ),
+        (
+            {"communication": {"uplink": "topk"}},  # a flat spec: the bare codec name
+            ["communication.uplink.options.topk.ratio", "communication.error_feedback"],
+            ["communication.downlink.options.topk.ratio"],
+        ),
+        (
+            {"communication": {"downlink": {"name": "topk"}}},
+            ["communication.downlink.options.topk.ratio"],
+            ["communication.error_feedback", "communication.uplink.options.topk.ratio"],
+        ),
+        (
+            {},
+            [],
+            [
+                "communication.uplink.options.topk.ratio",
+                "communication.downlink.options.topk.ratio",
+                "communication.error_feedback",
+            ],
+        ),
         (
             {"data": {"dataset": "synthetic", "partition": "natural"}, "model": {"name": "logistic"}},
-            ["data.synthetic_alpha", "data.synthetic_beta"],
-            ["data.seq_len", "data.image_size", "data.num_classes", "data.path", "data.mean_samples"],
+            ["data.options.synthetic.alpha", "data.options.synthetic.beta"],
+            [
+                "data.options.tokens.seq_len",
+                "data.options.digits.image_size",
+                "data.options.synthetic_images.num_classes",
+                "data.options.cifar10.path",
+                "data.options.synthetic_images.mean_samples",
+            ],
         ),
         (
-            {"data": {"dataset": "tokens", "partition": "natural"}, "model": {"name": "lm14m"}},
-            ["data.seq_len", "data.mean_samples"],
-            ["data.synthetic_alpha", "data.image_size", "data.num_classes", "data.path"],
+            {"data": {"name": "tokens", "partition": "natural"}, "model": {"name": "lm14m"}},
+            ["data.options.tokens.seq_len", "data.options.tokens.mean_samples"],
+            ["data.options.synthetic.alpha", "data.options.digits.image_size", "data.options.cifar10.path"],
         ),
-        ({"data": {"dataset": "cifar10", "path": "c"}}, ["data.path"], ["data.image_size", "data.seq_len"]),
+        (
+            {"data": {"dataset": "cifar10", "path": "c"}},
+            ["data.options.cifar10.path"],
+            ["data.options.digits.image_size", "data.options.tokens.seq_len"],
+        ),
         ({"compute": {"training": "sequential"}}, [], ["compute.compile"]),
     ],
 )
 def test_it_says_which_fields_apply_to_a_spec(spec, shown, hidden):
     applicable = applicable_fields(Spec.from_dict(spec))
     assert [f for f in shown if not applicable[f]] == [] and [f for f in hidden if applicable[f]] == []
-    assert applicable["seed"] and applicable["data.dataset"] and applicable["rounds"]
+    assert applicable["seed"] and applicable["data.name"] and applicable["rounds"]
 
 
 def test_it_reads_a_rule_as_any_alternative_with_every_field_matching():

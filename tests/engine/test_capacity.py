@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from workers.engine.capacity import Limits, check_capacity, estimate
 from workers.engine.data import build_data
@@ -123,9 +124,9 @@ def test_it_refuses_a_huge_model_naming_its_size_field_the_estimate_and_the_limi
     with pytest.raises(SpecError) as err:
         check_capacity(spec, Limits(max_params=50_000_000), "cpu")
 
-    assert err.value.field == "model.hidden"
+    assert err.value.field == "model.options.hidden"
     assert str(err.value) == (
-        "model.hidden is too large: the model would have 4,347,133,962 parameters (17.4 GB); "
+        "model.options.hidden is too large: the model would have 4,347,133,962 parameters (17.4 GB); "
         "this server allows at most 50,000,000 (FEDWEB_MAX_PARAMS)"
     )
 
@@ -160,7 +161,7 @@ def test_it_refuses_a_round_that_needs_more_memory_than_the_device_allows():
         (
             {"data": {"dataset": "synthetic_images", "num_clients": 100_000, "mean_samples": 1000}},
             Limits(),
-            "data.mean_samples",
+            "data.options.mean_samples",
             "16.0 GB (FEDWEB_MAX_DATASET)",
         ),
         (
@@ -190,3 +191,54 @@ def test_it_names_the_field_most_responsible_and_the_limit(raw, limits, field, l
 
     assert err.value.field == field
     assert str(err.value).endswith(f"this server allows at most {limit}")
+
+
+class _Branchy(torch.nn.Module):
+    def __init__(self, classes: int, fail: bool = False):
+        super().__init__()
+        self.fc = torch.nn.Linear(64, classes)
+        self.fail = fail
+
+    def forward(self, x):
+        if self.fail:
+            raise ValueError("expects 3 channels")
+        h = self.fc(x.flatten(1))
+        return h * 0.5 if h.sum() > 0 else h  # data-dependent: no meta kernel can answer this
+
+
+@pytest.fixture
+def plugin_models():
+    from workers.engine import registry
+
+    registry.model("cap_branchy")(lambda shape, classes, options: _Branchy(classes))
+    registry.model("cap_broken")(lambda shape, classes, options: _Branchy(classes, fail=True))
+    yield
+    registry.unregister("model", "cap_branchy")
+    registry.unregister("model", "cap_broken")
+
+
+def test_a_plugin_model_the_meta_device_cannot_run_is_measured_on_the_cpu(plugin_models):
+    spec = Spec.from_dict({"data": {"dataset": "digits", "image_size": 8}, "model": {"name": "cap_branchy"}})
+    est = estimate(spec, "cpu")
+    assert est.params == 64 * 10 + 10 and est.activation_bytes > 0
+
+
+def test_a_plugin_model_that_fails_on_the_datasets_inputs_is_a_model_name_error(plugin_models):
+    spec = Spec.from_dict({"data": {"dataset": "digits", "image_size": 8}, "model": {"name": "cap_broken"}})
+    with pytest.raises(SpecError, match=r"^model.name cap_broken fails on inputs \(1, 8, 8\): ValueError: expects 3"):
+        estimate(spec, "cpu")
+
+
+def test_a_plugin_dataset_whose_loader_fails_is_a_data_name_error():
+    from workers.engine import registry
+
+    def load(options, rng):
+        raise OSError("disk quota exceeded")
+
+    registry.dataset("cap_failing")(load)
+    try:
+        spec = Spec.from_dict({"data": {"name": "cap_failing"}, "model": {"name": "mlp"}})
+        with pytest.raises(SpecError, match="^data.name cap_failing could not be read: OSError: disk quota exceeded"):
+            estimate(spec, "cpu")
+    finally:
+        registry.unregister("dataset", "cap_failing")

@@ -6,6 +6,7 @@ import struct
 import pytest
 import torch
 
+from workers.engine import registry
 from workers.engine.codecs import HEADER_BYTES, compress_with_feedback, make_codec
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -32,7 +33,7 @@ def test_it_round_trips_fp32_bit_exactly(device):
 
 
 def test_it_writes_the_documented_header():
-    codec = make_codec("topk", LAYOUT, topk_ratio=0.1)
+    codec = make_codec("topk", LAYOUT, {"ratio": 0.1})
 
     data = codec.encode_one(torch.ones(P))
 
@@ -91,7 +92,7 @@ def test_it_keeps_int8_error_within_half_a_step_per_tensor(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_it_keeps_exactly_the_largest_magnitudes_with_topk(device):
-    codec = make_codec("topk", LAYOUT, topk_ratio=0.01)
+    codec = make_codec("topk", LAYOUT, {"ratio": 0.01})
     x = torch.linspace(-1, 2, P, device=device)[
         torch.randperm(P, generator=torch.Generator().manual_seed(1)).to(device)
     ]
@@ -108,7 +109,7 @@ def test_it_keeps_exactly_the_largest_magnitudes_with_topk(device):
 
 
 def test_it_keeps_at_least_one_entry_with_topk():
-    codec = make_codec("topk", [5], topk_ratio=1e-9)
+    codec = make_codec("topk", [5], {"ratio": 1e-9})
 
     decoded = codec.decode_one(codec.encode_one(torch.tensor([0.1, -3.0, 2.0, 0.0, 1.0])))
 
@@ -117,7 +118,7 @@ def test_it_keeps_at_least_one_entry_with_topk():
 
 @pytest.mark.parametrize("name", ["fp32", "fp16", "int8", "topk"])
 def test_it_encodes_a_group_like_each_row_alone(name):
-    codec = make_codec(name, LAYOUT, topk_ratio=0.05)
+    codec = make_codec(name, LAYOUT, {"ratio": 0.05} if name == "topk" else None)
     x = _updates(3)
 
     payload = codec.encode(x)
@@ -128,7 +129,7 @@ def test_it_encodes_a_group_like_each_row_alone(name):
 
 
 def test_it_carries_exactly_what_topk_dropped_in_the_residual():
-    codec = make_codec("topk", [4], topk_ratio=0.25)
+    codec = make_codec("topk", [4], {"ratio": 0.25})
     x = torch.tensor([[1.0, -5.0, 2.0, 0.5]])
 
     _, decoded, residual = compress_with_feedback(codec, x, None)
@@ -142,7 +143,7 @@ def test_it_carries_exactly_what_topk_dropped_in_the_residual():
 
 
 def test_it_tracks_the_sum_of_inputs_with_error_feedback():
-    codec = make_codec("topk", LAYOUT, topk_ratio=0.05)
+    codec = make_codec("topk", LAYOUT, {"ratio": 0.05})
     residual = None
     sent = torch.zeros(2, P)
     total = torch.zeros(2, P)
@@ -194,7 +195,7 @@ def test_it_rejects_payloads_of_the_wrong_length_or_codec():
 
 
 def test_it_rejects_topk_indices_out_of_range():
-    codec = make_codec("topk", [10], topk_ratio=0.2)
+    codec = make_codec("topk", [10], {"ratio": 0.2})
     payload = codec.encode(torch.ones(1, 10))
     payload[0, HEADER_BYTES : HEADER_BYTES + 4] = torch.tensor([10], dtype=torch.int32).view(torch.uint8)
 
@@ -203,10 +204,10 @@ def test_it_rejects_topk_indices_out_of_range():
 
 
 def test_it_rejects_bad_arguments():
-    with pytest.raises(ValueError, match="unknown codec"):
+    with pytest.raises(registry.UnknownComponent, match="unknown codec"):
         make_codec("zip", LAYOUT)
     with pytest.raises(ValueError, match="ratio"):
-        make_codec("topk", LAYOUT, topk_ratio=0)
+        make_codec("topk", LAYOUT, {"ratio": 0})
     with pytest.raises(ValueError, match="layout"):
         make_codec("fp32", [])
     with pytest.raises(ValueError, match="float32"):

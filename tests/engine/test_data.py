@@ -10,13 +10,16 @@ import numpy as np
 import pytest
 import torch
 
+from workers.engine import spec_legacy
 from workers.engine.data import as_input, build_data, partition_summary
 from workers.engine.data.cifar10 import restricted_load
 from workers.engine.spec import DataSpec, SpecError
+from workers.engine.validation import build
 
 
 def _spec(**kw) -> DataSpec:
-    return DataSpec(**kw)
+    """A data section from the old flat keys (``dataset=``, ``image_size=``): upgraded as stored specs are."""
+    return build(DataSpec, spec_legacy.upgrade({"data": kw})["data"], bounds=True)
 
 
 def _assert_well_formed(data, num_clients):
@@ -253,7 +256,7 @@ def test_it_names_data_path_when_files_are_missing(tmp_path, dataset):
             seed=0,
             data_root=tmp_path,
         )
-    assert e.value.field == "data.path"
+    assert e.value.field == "data.options.path"
 
 
 def test_it_reads_leaf_json_by_user(tmp_path):
@@ -321,4 +324,4 @@ def test_it_reports_a_malicious_cifar_batch_as_a_bad_path(tmp_path):
         build_data(
             _spec(dataset="cifar10", path=str(folder), num_clients=1, partition="iid"), seed=0, data_root=tmp_path
         )
-    assert e.value.field == "data.path" and "test_batch" in str(e.value)
+    assert e.value.field == "data.options.path" and "test_batch" in str(e.value)

@@ -10,6 +10,12 @@ import pytest
 from workers.engine.data import build_data
 from workers.engine.data.paths import OUTSIDE, confine
 from workers.engine.spec import DataSpec, SpecError
+from workers.engine.validation import build
+
+
+def _cifar(path: str, **kw) -> DataSpec:
+    return build(DataSpec, {"name": "cifar10", "options": {"path": path}, **kw}, bounds=True)
+
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,7 +75,7 @@ def test_it_refuses_every_escape_with_one_message_that_reveals_nothing(root, pat
     with pytest.raises(SpecError) as err:
         confine(path, root)
 
-    assert err.value.field == "data.path" and err.value.message == OUTSIDE
+    assert err.value.field == "data.options.path" and err.value.message == OUTSIDE
     assert "secret" not in str(err.value) and "passwords" not in str(err.value) and str(root) not in str(err.value)
 
 
@@ -87,14 +93,14 @@ def test_it_never_reads_outside_the_root_even_when_the_files_are_valid(tmp_path)
 
     outside = tmp_path / "outside"
     _write_cifar(outside / "cifar-10-batches-py")
-    spec = DataSpec(dataset="cifar10", path=str(outside), num_clients=2, partition="iid")
+    spec = _cifar(str(outside), num_clients=2, partition="iid")
     assert build_data(spec, 0, data_root=tmp_path).num_clients == 2  # readable from a root that holds it
 
     (tmp_path / "datasets").mkdir()
     for path in (str(outside), "../outside"):
         with pytest.raises(SpecError) as err:
             build_data(
-                DataSpec(dataset="cifar10", path=path, num_clients=2, partition="iid"),
+                _cifar(path, num_clients=2, partition="iid"),
                 0,
                 data_root=tmp_path / "datasets",
             )
@@ -116,4 +122,4 @@ def test_it_confines_the_cli_to_its_data_root(tmp_path):
                              text=True, timeout=120)  # fmt: skip
 
     assert inside.returncode == 0 and json.loads(inside.stdout)["round"] == 1, inside.stderr
-    assert outside.returncode == 2 and f"data.path {OUTSIDE}" in outside.stderr
+    assert outside.returncode == 2 and f"data.options.path {OUTSIDE}" in outside.stderr

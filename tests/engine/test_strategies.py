@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from workers.engine.spec import AlgorithmSpec
+from workers.engine.spec import AlgorithmSpec, Spec
 from workers.engine.strategies import (
     FedAdagrad,
     FedAdam,
@@ -15,6 +15,7 @@ from workers.engine.strategies import (
     FedYogi,
     build_strategy,
 )
+from workers.engine.validation import build
 
 STEP1 = torch.tensor([2.0, 0.0])
 STEP2 = torch.tensor([0.0, 2.0])
@@ -135,11 +136,20 @@ def test_it_rejects_a_state_dict_of_another_strategy():
 
 
 def test_it_builds_each_strategy_with_the_spec_knobs():
-    spec = AlgorithmSpec(name="fedyogi", server_lr=0.1, beta1=0.8, beta2=0.95, tau=1e-2)
+    spec = build(
+        AlgorithmSpec,
+        {"name": "fedyogi", "server_lr": 0.1, "options": {"beta1": 0.8, "beta2": 0.95, "tau": 1e-2}},
+        bounds=True,
+    )
 
     strategy = build_strategy(spec, 5, torch.device("cpu"))
 
     assert isinstance(strategy, FedYogi)
     assert (strategy.lr, strategy.beta1, strategy.beta2, strategy.tau) == (0.1, 0.8, 0.95, 1e-2)
     assert strategy.v.tolist() == pytest.approx([1e-4] * 5)
-    assert build_strategy(AlgorithmSpec(name="fedavgm", server_momentum=0.7), 5, "cpu").momentum == 0.7
+    assert (
+        build_strategy(
+            Spec.from_dict({"algorithm": {"name": "fedavgm", "server_momentum": 0.7}}).algorithm, 5, "cpu"
+        ).momentum
+        == 0.7
+    )

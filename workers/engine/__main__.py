@@ -97,8 +97,10 @@ def _run(args) -> int:
     else:
         sims = [Simulation(spec, data_root=args.data_root) for spec in _load_specs(args)]
     for i, sim in enumerate(sims):
+        for note in sim.notes:
+            print(f"note: {note}", file=sys.stderr)
         label = f"{args.preset or 'run'}" + (
-            f" [{i + 1}/{len(sims)}: uplink {sim.spec.communication.uplink}]" if len(sims) > 1 else ""
+            f" [{i + 1}/{len(sims)}: uplink {sim.spec.communication.uplink.name}]" if len(sims) > 1 else ""
         )
         with ProgressBar(sim.spec.rounds, initial=sim.round, label=label, enabled=not args.quiet) as bar:
             while not sim.done and (args.stop_after is None or sim.round < args.stop_after):
@@ -108,7 +110,7 @@ def _run(args) -> int:
         if len(sims) > 1:
             per_client = result.bytes_up / max(1, result.completed)
             print(
-                f"uplink {sim.spec.communication.uplink:5}: {per_client:,.0f} bytes per client "
+                f"uplink {sim.spec.communication.uplink.name:5}: {per_client:,.0f} bytes per client "
                 f"(fp32 formula {4 * sim.num_params:,} bytes)",
                 file=sys.stderr,
             )

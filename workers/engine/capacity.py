@@ -9,6 +9,8 @@ Counted, in bytes, per round on the training device:
 - model state: the global model, the copy clients receive, the aggregate, the replica's template
   (and the sequential trainer's flat weights and gradient), the server optimizer's moments, and
   the top-k error-feedback residuals (one row per client) when they are on;
+- collected updates: for a strategy that needs every client's update (``needs_updates``), the
+  ``[largest cohort, P]`` buffer of the round's decoded updates and its aggregation scratch;
 - client buffers: the ``[slots, P]`` weights, gradients, momentum and decoded updates of one
   client group, and the uplink payloads;
 - activations: every forward output for one sample × batch size × clients trained at once,
@@ -24,6 +26,7 @@ data. The dataset is estimated separately (:func:`~workers.engine.data.shapes.da
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -32,15 +35,16 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from workers.engine import registry
 from workers.engine.data.shapes import dataset_bytes, input_shape_of
 from workers.engine.plan import bucket
 from workers.engine.spec import ModelSpec, Spec, SpecError
+from workers.engine.strategies import needs_updates
+from workers.engine.strategies.robust import BLOCK_SCRATCH_BYTES
+from workers.engine.validation import build
 
 BACKWARD_FACTOR = 2  # the backward pass allocates about as much again as the forward saved
 EVAL_FACTOR = 3  # evaluation holds a layer's input, its output and the loss's copy at once
-STRATEGY_MOMENTS = {"fedavg": 0, "fedprox": 0, "fedavgm": 1, "fedadam": 2, "fedyogi": 2, "fedadagrad": 1}
-# Which spec field makes the model big: the one a user would turn down.
-SIZE_FIELD = {"mlp": "model.hidden", "vgg": "model.width"}
 GB = 10**9
 
 
@@ -119,18 +123,46 @@ class _Counter(TorchDispatchMode):
         return out
 
 
+# A model the meta device cannot run (a plugin's data-dependent ``if``, an op without a meta
+# kernel) is measured on the CPU instead, with real weights, when they are at most this large.
+CPU_PROFILE_MAX_BYTES = 256 * 2**20
+
+
 @lru_cache(maxsize=128)
 def _profile(model_json: str, shape: tuple[int, ...], classes: int) -> Profile:
-    from workers.engine.client import can_vectorise, vectorises_well_on_cpu
-    from workers.engine.models import MODELS
+    from workers.engine.models import construct
 
-    spec = ModelSpec(**json.loads(model_json))
-    with torch.device("meta"):
-        model = MODELS[spec.name](spec, shape, classes)
+    spec = build(ModelSpec, json.loads(model_json), bounds=False)
+    try:
+        return _measure(spec, shape, classes, "meta")
+    except Exception as e:  # plugin code: anything may fail on meta tensors
+        meta_error = f"{type(e).__name__}: {e}"
+    try:
+        with torch.device("meta"):
+            params = sum(p.numel() for p in construct(spec, shape, classes).parameters())
+    except Exception as e:
+        raise SpecError(
+            "model.name", f"{spec.name} cannot be built for inputs {shape}: {type(e).__name__}: {e}"
+        ) from None
+    if params * 4 > CPU_PROFILE_MAX_BYTES:
+        raise SpecError("model.name", f"{spec.name}'s memory cannot be estimated without running it: {meta_error}")
+    try:
+        return _measure(spec, shape, classes, "cpu")
+    except Exception as e:
+        raise SpecError("model.name", f"{spec.name} fails on inputs {shape}: {type(e).__name__}: {e}") from None
+
+
+def _measure(spec: ModelSpec, shape: tuple[int, ...], classes: int, device: str) -> Profile:
+    """Parameters and the bytes one sample's forward pass allocates, counted on ``device``."""
+    from workers.engine.client import can_vectorise, vectorises_well_on_cpu
+    from workers.engine.models import construct
+
+    with torch.device(device):
+        model = construct(spec, shape, classes)
     dtype = torch.int64 if getattr(model, "takes_tokens", False) else torch.float32
     counter = _Counter()
     with counter, torch.no_grad():
-        model(torch.zeros((1, *shape), dtype=dtype, device="meta"))
+        model(torch.zeros((1, *shape), dtype=dtype, device=device))
     return Profile(
         layout=tuple(p.numel() for p in model.parameters()),
         forward_bytes=counter.total,
@@ -171,8 +203,9 @@ def estimate(spec: Spec, device_kind: str = "cpu") -> Estimate:
     momentum = 1 if spec.local.momentum else 0
     # Error feedback keeps one residual row per client (see Simulation._residual_store).
     comm = spec.communication
-    residuals = spec.data.num_clients * vector if comm.uplink == "topk" and comm.error_feedback else 0
-    state = vector * (5 + STRATEGY_MOMENTS[spec.algorithm.name]) + residuals
+    residuals = spec.data.num_clients * vector if comm.uplink.name == "topk" and comm.error_feedback else 0
+    moments = registry.get("strategy", spec.algorithm.name).traits["moments"]
+    state = vector * (5 + moments) + residuals + collected_bytes(spec, params)
     # Vectorised: W, the per-tensor gradients and their concatenation, (momentum), decoded.
     # One by one: the trainer's output rows and the decoded updates.
     per_slot = (4 + momentum) if vectorised else 2
@@ -194,6 +227,15 @@ def estimate(spec: Spec, device_kind: str = "cpu") -> Estimate:
     )
 
 
+def collected_bytes(spec: Spec, params: int) -> int:
+    """The buffer of every decoded update of a round (Simulation.collected: rows and weights),
+    plus the aggregate and the robust rules' column-block scratch; 0 for streaming strategies."""
+    if not needs_updates(spec.algorithm.name):
+        return 0
+    rows = max(spec.participation.schedule or [spec.participation.clients_per_round])
+    return rows * (4 * params + 4) + 4 * params + min(BLOCK_SCRATCH_BYTES, 12 * rows * params)
+
+
 def check_capacity(spec: Spec, limits: Limits, device_kind: str) -> Estimate:
     """The spec's :class:`Estimate`, or :class:`SpecError` naming the field most responsible for
     the first limit it exceeds, with the estimate and the limit in the message."""
@@ -204,12 +246,13 @@ def check_capacity(spec: Spec, limits: Limits, device_kind: str) -> Estimate:
         _refuse("data.num_clients", f"is {n:,}", limits, "max_clients", f"{limits.max_clients:,} clients")
     est = estimate(spec, device_kind)
     if est.params > limits.max_params:
-        field = SIZE_FIELD.get(spec.model.name, "model.name")
+        field = size_field("model", spec.model)
         what = f"is too large: the model would have {est.params:,} parameters ({human_bytes(est.model_bytes)})"
         _refuse(field, what, limits, "max_params", f"{limits.max_params:,}")
     if est.dataset_bytes is not None and est.dataset_bytes > limits.max_dataset_bytes:
-        big_clients = spec.data.mean_samples <= 100 or spec.data.dataset not in ("synthetic_images", "tokens")
-        field = "data.num_clients" if big_clients else "data.mean_samples"
+        per_client = size_field("data", spec.data, None)
+        big_clients = per_client is None or getattr(spec.data.options, per_client.rsplit(".", 1)[-1]) <= 100
+        field = "data.num_clients" if big_clients else per_client
         what = f"is too large: the dataset would take about {human_bytes(est.dataset_bytes)} of memory"
         _refuse(field, what, limits, "max_dataset_bytes", human_bytes(limits.max_dataset_bytes))
     key = f"max_round_memory_bytes_{device_kind}"
@@ -226,6 +269,15 @@ def check_capacity(spec: Spec, limits: Limits, device_kind: str) -> Estimate:
     return est
 
 
+def size_field(path: str, section, default: str | None = "model.name") -> str | None:
+    """The option marked ``size=True`` of the selected component (``model.options.width``): the
+    field a user would turn down when it is too big; ``default`` when it has none."""
+    for f in dataclasses.fields(section.options):
+        if f.metadata.get("size"):
+            return f"{path}.options.{f.name}"
+    return default
+
+
 def _refuse(field: str, what: str, limits: Limits, limit: str, allowed: str) -> None:
     raise SpecError(field, f"{what}; this server allows at most {allowed} ({LIMIT_SETTINGS[limit]})")
 
@@ -233,10 +285,15 @@ def _refuse(field: str, what: str, limits: Limits, limit: str, allowed: str) -> 
 def _memory_field(spec: Spec, est: Estimate) -> str:
     """The field whose part of the round memory is largest."""
     comm = spec.communication
-    residual_bytes = spec.data.num_clients * est.model_bytes if comm.uplink == "topk" and comm.error_feedback else 0
+    residual_bytes = (
+        spec.data.num_clients * est.model_bytes if comm.uplink.name == "topk" and comm.error_feedback else 0
+    )
+    collected = collected_bytes(spec, est.params)
+    cohort_field = "participation.schedule" if spec.participation.schedule else "participation.clients_per_round"
     parts = {
         "communication.error_feedback": residual_bytes,
-        SIZE_FIELD.get(spec.model.name, "model.name"): est.state_bytes - residual_bytes,
+        cohort_field: collected,
+        size_field("model", spec.model): est.state_bytes - residual_bytes - collected,
         "compute.client_group_size": est.buffer_bytes + (est.activation_bytes if est.slots > 1 else 0),
         "local.batch_size": est.activation_bytes if est.slots == 1 else 0,
         "evaluation.batch_size": est.eval_bytes,

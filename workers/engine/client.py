@@ -189,6 +189,11 @@ class VectorTrainer:
                 self._steps[slots] = fn
         return fn
 
+    def gradients(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor):
+        """(gradients [slots, P], losses [slots]) of one step for clients ``w`` [slots, P] on their
+        batches ``x``/``y`` [slots, B, ...], as stored; what :meth:`train` runs per step."""
+        return self._step_fn(w.shape[0])(w, as_input(x), y, mask)
+
     def train(self, start: torch.Tensor, plan: GroupPlan, data: FederatedData) -> GroupOutput:
         """Train the plan's clients from ``start`` [P] (or [slots, P]); return their deltas."""
         slots = plan.idx.shape[0]
@@ -304,7 +309,12 @@ def active_windows(active: torch.Tensor) -> list[tuple[int, int]]:
 
 
 def can_vectorise(model: nn.Module) -> bool:
-    return bool(getattr(model, "vmappable", False))
+    """Whether vmap may train ``model``: it says so, or says nothing (a plugin's model, probed when
+    the simulation starts: see :mod:`workers.engine.vmap_probe`) and has no buffers."""
+    declared = getattr(model, "vmappable", None)
+    if declared is None:
+        return not any(True for _ in model.buffers())
+    return bool(declared)
 
 
 def vectorises_well_on_cpu(model: nn.Module) -> bool:

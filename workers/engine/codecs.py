@@ -10,7 +10,7 @@ Wire format (little-endian), one payload per client::
     offset  size  field
     0       2     magic b"FW"
     2       1     format version (1)
-    3       1     codec id (fp32=1, fp16=2, int8=3, topk=4)
+    3       1     codec id (the codec's registered ``codec_id``: fp32=1, fp16=2, int8=3, topk=4)
     4       4     uint32 codec field: 0 (fp32, fp16), number of tensors (int8), k (topk)
     8       8     uint64 P, the number of parameters
     16      ...   data: fp32 -> P float32; fp16 -> P float16;
@@ -22,7 +22,8 @@ tensor's memory reinterpreted as bytes (``view(torch.uint8)``), which is little-
 host the engine supports.
 
 Codecs are pure: error feedback lives outside them (:func:`compress_with_feedback`), and the
-runner keeps the residual of each client.
+runner keeps the residual of each client. They register (with their options and codec ids) in
+:mod:`workers.engine.codec_components`; :func:`make_codec` builds any registered codec.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ import sys
 import torch
 from torch import Tensor
 
+from workers.engine import registry
+
 MAGIC = b"FW"
 VERSION = 1
 HEADER_BYTES = 16
-CODEC_IDS = {"fp32": 1, "fp16": 2, "int8": 3, "topk": 4}
 _HEADER = struct.Struct("<2sBBIQ")
 _FP16_MAX = 65504.0
 
@@ -45,14 +47,15 @@ _FP16_MAX = 65504.0
 class Codec:
     """Encode ``[G, P]`` fp32 groups into ``[G, L]`` uint8 payloads and back (see module doc)."""
 
-    name: str = ""
+    name: str = ""  # the registered name: the wire header's codec byte is its ``codec_id`` trait
 
     def __init__(self, layout: list[int]):
         if not layout or any(int(n) < 1 for n in layout):
             raise ValueError("layout must be a non-empty list of positive tensor sizes")
         self.layout = [int(n) for n in layout]
         self.num_params = sum(self.layout)
-        self.header = _build_header(CODEC_IDS[self.name], self._header_field(), self.num_params)
+        self.codec_id = registry.get("codec", self.name).traits["codec_id"]
+        self.header = _build_header(self.codec_id, self._header_field(), self.num_params)
         self._headers_by_device: dict[torch.device, Tensor] = {}
 
     # -- public API ---------------------------------------------------------------------------
@@ -156,8 +159,9 @@ class Codec:
                 return f"{self.name}: bad magic {magic!r}, not a FedWeb payload"
             if version != VERSION:
                 return f"{self.name}: unsupported format version {version}"
-            if codec_id != CODEC_IDS[self.name]:
-                return f"{self.name}: payload was encoded with codec id {codec_id}"
+            if codec_id != self.codec_id:
+                other = codec_named_by(codec_id)
+                return f"{self.name}: payload was encoded with codec id {codec_id} ({other or 'unknown codec'})"
             if num_params != self.num_params:
                 return f"{self.name}: payload has {num_params} parameters, expected {self.num_params}"
             if field != self._header_field():
@@ -290,19 +294,22 @@ class TopKCodec(Codec):
         return ((index < 0) | (index >= self.num_params)).any()
 
 
-def make_codec(name: str, layout: list[int], topk_ratio: float = 0.01) -> Codec:
-    """The codec ``name`` (fp32, fp16, int8 or topk) for a model whose tensors have ``layout`` sizes."""
+def make_codec(name: str, layout: list[int], options=None) -> Codec:
+    """The registered codec ``name`` for a model whose tensors have ``layout`` sizes; ``options``
+    is its options dataclass (or a dict of them; None: the defaults)."""
     if sys.byteorder != "little":
         raise RuntimeError("FedWeb payloads are little-endian; this host is big-endian")
-    if name == "fp32":
-        return Fp32Codec(layout)
-    if name == "fp16":
-        return Fp16Codec(layout)
-    if name == "int8":
-        return Int8Codec(layout)
-    if name == "topk":
-        return TopKCodec(layout, topk_ratio)
-    raise ValueError(f"unknown codec {name!r}; choose one of {', '.join(CODEC_IDS)}")
+    component = registry.get("codec", name)
+    if options is None or isinstance(options, dict):
+        from workers.engine.validation import build
+
+        options = build(component.options, options or {}, bounds=True, prefix="options.")
+    return component.factory(list(layout), options)
+
+
+def codec_named_by(codec_id: int) -> str | None:
+    """The registered codec whose wire id is ``codec_id`` (None when no codec has it)."""
+    return next((c.name for c in registry.components("codec") if c.traits.get("codec_id") == codec_id), None)
 
 
 def compress_with_feedback(codec: Codec, x: Tensor, residual: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:

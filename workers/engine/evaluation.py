@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from workers.engine.client import task_loss
@@ -83,3 +84,12 @@ def client_evaluation(model: torch.nn.Module, data, clients: torch.Tensor | None
         device=next(model.parameters()).device,
     )
     return accuracy_fields(accuracies.tolist())
+
+
+def evaluation_cohort(spec, num_clients: int) -> torch.Tensor | None:
+    """The fixed evaluation cohort (evaluation.clients == "cohort"), drawn once from its own stream."""
+    if spec.evaluation.clients != "cohort":
+        return None
+    rng = np.random.default_rng([spec.seed, 3])
+    chosen = rng.choice(num_clients, size=spec.evaluation.cohort_size, replace=False)
+    return torch.from_numpy(np.sort(chosen))

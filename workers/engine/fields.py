@@ -30,6 +30,9 @@ def meta(
     max_length=None,
     applies_when: dict | list[dict] | None = None,
     advanced: bool = False,
+    path: bool = False,
+    size: bool = False,
+    kind: str | None = None,
 ) -> dict[str, Any]:
     """The metadata of one spec field; ``applies_when`` may be one alternative (a dict) or a list."""
     return {
@@ -42,6 +45,9 @@ def meta(
         "max_length": max_length,  # of a string or a list
         "applies_when": _rule(applies_when),
         "advanced": advanced,
+        "path": path,  # a file or folder under the server's datasets folder (checked, confined)
+        "size": size,  # the option that makes a model or dataset big: the capacity check names it
+        "kind": kind,  # the value names a component of this registry kind (choices read from the registry)
     }
 
 

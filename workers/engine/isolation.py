@@ -50,7 +50,7 @@ import torch
 
 from workers.engine.plan import GroupPlan
 from workers.engine.spec import Spec
-from workers.engine.training import DeviceReplica
+from workers.engine.training import Collected, DeviceReplica
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD_MODULE = "workers.engine.isolation_child"
@@ -66,6 +66,7 @@ def train_in_child(
     *,
     vectorised: bool,
     clip_norm: float | None = None,
+    collect: Collected | None = None,
 ) -> tuple[dict[str, torch.Tensor], float | None]:
     """:func:`~workers.engine.training.train_plans` in a fresh process, writing into the same tensors.
 
@@ -84,6 +85,7 @@ def train_in_child(
         "update_sum": update_sum,
         "plans": plans,
         "clip_norm": clip_norm,
+        "collect": collect,  # its tensors are shared too: the child writes the rows in place
     }
     payload, fds = dumps_shared(job)
     outcome = run_child(payload, fds)
@@ -94,7 +96,7 @@ def train_in_child(
         raise torch.OutOfMemoryError(message) if outcome.get("out_of_memory") else RuntimeError(message)
     for replica, scale in zip(replicas, outcome["scales"], strict=True):
         replica.trainer.scaler.scale = scale
-    keys = ("loss", "weight", "samples", "unclipped", "client_losses")
+    keys = ("loss", "weight", "samples", "unclipped", "client_losses", *(("rows",) if collect else ()))
     stats = {k: torch.tensor(outcome[k], device=update_sum.device) for k in keys}
     return stats, outcome.get("peak_rss_mb")
 

@@ -98,7 +98,7 @@ def _train(job: dict) -> dict:
     for replica, scale in zip(replicas, job["scales"], strict=True):
         replica.trainer.scaler.scale = scale
     layout = [p.numel() for p in model.parameters()]
-    uplink = make_codec(spec.communication.uplink, layout, spec.communication.topk_ratio)
+    uplink = make_codec(spec.communication.uplink.name, layout, spec.communication.uplink.options)
     stats = train_plans(
         replicas,
         job["plans"],
@@ -107,6 +107,7 @@ def _train(job: dict) -> dict:
         job["residuals"],
         job["update_sum"],
         clip_norm=job.get("clip_norm"),
+        collect=job.get("collect"),
     )
     out = {k: float(v) if v.dim() == 0 else v.tolist() for k, v in stats.items()}
     for d in {r.device for r in replicas if r.device.type == "cuda"}:

@@ -1,27 +1,39 @@
-"""``FEDWEB_PLUGINS``: user modules imported by every process that trains.
+"""Plugin discovery: the modules named in ``FEDWEB_PLUGINS`` and the ``fedweb.plugins`` entry points.
 
-The value is a comma-separated list of importable module names. Each process that runs user code
-imports them at start-up: the Celery worker (``fedweb/celery.py``), the engine command line and
-the child of ``compute.isolation = "process"``. What a module does on import (register a model,
-wrap a trainer) is its own business; this is only the loading half of a future plugin contract.
+Every process that validates or runs specs imports them at start-up: the web process
+(``orchestrator/apps.py``), the Celery worker (``fedweb/celery.py``), the engine command line
+and the child of ``compute.isolation = "process"``. A plugin registers its components on import
+with the decorators of :mod:`workers.engine.registry`.
 
-A module that fails to import stops start-up with its name in the message (as pytest does for its
-plugins): a worker that silently ran without the user's code would run a different experiment.
-This module lives in the engine, not in ``fedweb/``, because the engine must not import Django.
+``FEDWEB_PLUGINS`` is a comma-separated list of importable module names. An installed package
+declares its module in its ``pyproject.toml``::
+
+    [project.entry-points."fedweb.plugins"]
+    example = "fedweb_plugin_example"
+
+A plugin that fails to import stops start-up with its name and the error in the message (as
+pytest does for its plugins): a worker that silently ran without the user's code would run a
+different experiment, and a web server without it would give a 500 later instead of a clear
+message now. This module lives in the engine, not in ``fedweb/``, because the engine must not
+import Django.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import os
 from collections.abc import Mapping
 from types import ModuleType
 
+from workers.engine import registry
+
 PLUGINS_ENV = "FEDWEB_PLUGINS"
+ENTRY_POINT_GROUP = "fedweb.plugins"
 
 
 class PluginError(ImportError):
-    """A module named in ``FEDWEB_PLUGINS`` could not be imported."""
+    """A plugin could not be imported (its name and the error are in the message)."""
 
 
 def plugin_names(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -30,12 +42,35 @@ def plugin_names(environ: Mapping[str, str] | None = None) -> list[str]:
     return [name.strip() for name in value.split(",") if name.strip()]
 
 
+def entry_points() -> list[importlib.metadata.EntryPoint]:
+    """The installed ``fedweb.plugins`` entry points, sorted by name."""
+    return sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
+
+
 def load_plugins(environ: Mapping[str, str] | None = None) -> list[ModuleType]:
-    """Import every module of ``FEDWEB_PLUGINS``; importing twice is a no-op (Python caches modules)."""
+    """Import the built-ins, every ``FEDWEB_PLUGINS`` module and every entry point; importing
+    twice is a no-op (Python caches modules). Raises :class:`PluginError` naming the plugin."""
+    registry.ensure_builtins()
     modules = []
     for name in plugin_names(environ):
+        modules.append(_import(name, f"{PLUGINS_ENV}: module {name!r}", PLUGINS_ENV))
+    for ep in entry_points():
+        dist = ep.dist.name if ep.dist is not None else "?"
+        where = f"plugin {ep.name!r} (entry point {ep.value!r} of {dist})"
         try:
-            modules.append(importlib.import_module(name))
-        except Exception as e:  # any failure, not only ImportError: a plugin may raise while importing
-            raise PluginError(f"{PLUGINS_ENV}: module {name!r} failed to import: {type(e).__name__}: {e}") from e
+            loaded = ep.load()
+        except Exception as e:  # any failure: a plugin may raise while importing
+            raise PluginError(f"{where} failed to import: {type(e).__name__}: {e}") from e
+        module = loaded if isinstance(loaded, ModuleType) else importlib.import_module(loaded.__module__)
+        registry.note_plugin(module.__name__, f"entry point of {dist}")
+        modules.append(module)
     return modules
+
+
+def _import(name: str, where: str, source: str) -> ModuleType:
+    try:
+        module = importlib.import_module(name)
+    except Exception as e:  # any failure, not only ImportError: a plugin may raise while importing
+        raise PluginError(f"{where} failed to import: {type(e).__name__}: {e}") from e
+    registry.note_plugin(module.__name__, source)
+    return module

@@ -23,7 +23,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "10 clients per round, FedAvg. Reaches about 90% test accuracy on a CPU in a minute or two.",
         "spec": {
             "rounds": 45,
-            "data": {"dataset": "digits", "num_clients": 100, "partition": "dirichlet", "alpha": 0.5},
+            "data": {"name": "digits", "num_clients": 100, "partition": "dirichlet", "alpha": 0.5},
             "model": {"name": "cnn"},
             "participation": {"clients_per_round": 10},
             "local": {"epochs": 2, "batch_size": 10, "lr": 0.05, "momentum": 0.5},
@@ -37,7 +37,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         "here memory stays flat.",
         "spec": {
             "rounds": 45,
-            "data": {"dataset": "synthetic_images", "num_clients": 500, "partition": "natural", "num_classes": 10},
+            "data": {
+                "name": "synthetic_images",
+                "options": {"num_classes": 10},
+                "num_clients": 500,
+                "partition": "natural",
+            },
             "model": {"name": "logistic"},
             "participation": {"schedule": VARYING_SCHEDULE},
             "local": {"epochs": 5, "batch_size": 20, "lr": 0.02},
@@ -51,8 +56,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         "1 epoch, batch 16, SGD 0.01. TFF needed 5.0 s/round on a GPU.",
         "spec": {
             "rounds": 10,
-            "data": {"dataset": "synthetic_images", "num_clients": 3400, "partition": "natural", "num_classes": 10},
-            "model": {"name": "vgg", "blocks": 2, "width": 4},
+            "data": {
+                "name": "synthetic_images",
+                "options": {"num_classes": 10},
+                "num_clients": 3400,
+                "partition": "natural",
+            },
+            "model": {"name": "vgg", "options": {"blocks": 2, "width": 4}},
             "participation": {"clients_per_round": 16},
             "local": {"epochs": 1, "batch_size": 16, "lr": 0.01},
             "compute": {"client_group_size": 16},
@@ -66,11 +76,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "spec": {
             "rounds": 40,
             "data": {
-                "dataset": "synthetic",
+                "name": "synthetic",
+                "options": {"alpha": 1.0, "beta": 1.0},
                 "num_clients": 30,
                 "partition": "natural",
-                "synthetic_alpha": 1.0,
-                "synthetic_beta": 1.0,
             },
             "model": {"name": "logistic"},
             "algorithm": {"name": "fedprox", "mu": 1.0},
@@ -85,16 +94,21 @@ PRESETS: dict[str, dict[str, Any]] = {
         "top-1%: measured bytes per client beside the fp32 formula.",
         "spec": {
             "rounds": 1,
-            "data": {"dataset": "tokens", "num_clients": 2, "partition": "natural", "mean_samples": 4, "seq_len": 32},
+            "data": {
+                "name": "tokens",
+                "options": {"mean_samples": 4, "seq_len": 32},
+                "num_clients": 2,
+                "partition": "natural",
+            },
             "model": {"name": "lm14m"},
             "participation": {"clients_per_round": 2},
             "local": {"epochs": 1, "batch_size": 4, "lr": 0.01},
             "evaluation": {"batch_size": 8},
         },
         "variants": [
-            {"communication": {"uplink": "fp32"}},
-            {"communication": {"uplink": "int8"}},
-            {"communication": {"uplink": "topk", "topk_ratio": 0.01}},
+            {"communication": {"uplink": {"name": "fp32"}}},
+            {"communication": {"uplink": {"name": "int8"}}},
+            {"communication": {"uplink": {"name": "topk", "options": {"ratio": 0.01}}}},
         ],
     },
 }

@@ -26,7 +26,7 @@ from workers.engine.codecs import make_codec
 from workers.engine.data import build_data
 from workers.engine.data.base import FederatedData
 from workers.engine.devices import describe, fits_on, resolve_devices
-from workers.engine.evaluation import client_evaluation, evaluate
+from workers.engine.evaluation import client_evaluation, evaluate, evaluation_cohort
 from workers.engine.isolation import train_in_child
 from workers.engine.models import build_model
 from workers.engine.plan import Cohort, plan_groups, sample_cohort
@@ -38,9 +38,9 @@ from workers.engine.result import (
     quantile_fields,
 )
 from workers.engine.spec import Spec
-from workers.engine.strategies import build_strategy
+from workers.engine.strategies import build_strategy, needs_updates
 from workers.engine.strategies.aggregate import divide_by_total_
-from workers.engine.training import DeviceReplica, choose_vectorised, make_replica, train_plans
+from workers.engine.training import Collected, DeviceReplica, choose_vectorised, make_replica, train_plans
 
 Callback = Callable[[RoundResult], bool | None]
 
@@ -81,23 +81,29 @@ class Simulation:
         # The global model *is* this flat vector: the eval model's parameters are views of it.
         self.global_flat = torch.empty(self.num_params, device=self.device)
         bind_flat(self.model, self.global_flat)
-        self.vectorised = choose_vectorised(spec, self.model, self.devices)
+        self.notes: list[str] = []  # what the experiment's log should say about this run's set-up
+        sample = (data.x_train[:2], data.y_train[:2])  # rows to probe a plugin model's vmap support
+        self.vectorised = choose_vectorised(spec, self.model, self.devices, sample=sample, notes=self.notes)
         self.replicas = [self._replica(d, data) for d in self.devices]
         self.test_x, self.test_y = self.replicas[0].data.x_test, self.replicas[0].data.y_test
 
         comm = spec.communication
-        self.uplink = make_codec(comm.uplink, self.layout, comm.topk_ratio)
-        self.downlink = make_codec(comm.downlink, self.layout, comm.topk_ratio)
+        self.uplink = make_codec(comm.uplink.name, self.layout, comm.uplink.options)
+        self.downlink = make_codec(comm.downlink.name, self.layout, comm.downlink.options)
         # The model as clients hold it after the downlink codec (lossy codecs make it differ).
         self.broadcast_weights = self.global_flat.clone()
         self.residuals = self._residual_store(data.num_clients)
         self.strategy = build_strategy(spec.algorithm, self.num_params, self.device)
         # Σ samples · decoded update over the round's clients, then their weighted mean.
         self.update_sum = torch.zeros(self.num_params, device=self.device)
+        # Or, for a strategy that needs every update, the round's decoded updates (one buffer, once).
+        self.collected = (
+            Collected.for_spec(spec, self.num_params, self.device) if needs_updates(spec.algorithm.name) else None
+        )
         self.child_peak_rss_mb: float | None = None  # after an isolated round: the child's peak
         # Times each client was sampled: one counter per client, so memory does not grow with rounds.
         self.participation = torch.zeros(data.num_clients, dtype=torch.int64)
-        self.eval_cohort = self._evaluation_cohort(data.num_clients)
+        self.eval_cohort = evaluation_cohort(spec, data.num_clients)
         self.dp = GaussianMechanism(spec.privacy, self.num_params, self.device) if self._private else None
 
     # -- construction helpers -----------------------------------------------------------------
@@ -115,17 +121,9 @@ class Simulation:
     def _private(self) -> bool:
         return self.spec.privacy.mechanism == "gaussian"
 
-    def _evaluation_cohort(self, num_clients: int) -> torch.Tensor | None:
-        """The fixed evaluation cohort (evaluation.clients == "cohort"), drawn once from its own stream."""
-        if self.spec.evaluation.clients != "cohort":
-            return None
-        rng = np.random.default_rng([self.spec.seed, 3])
-        chosen = rng.choice(num_clients, size=self.spec.evaluation.cohort_size, replace=False)
-        return torch.from_numpy(np.sort(chosen))
-
     def _residual_store(self, num_clients: int) -> torch.Tensor | None:
         comm = self.spec.communication
-        if not (comm.uplink == "topk" and comm.error_feedback):
+        if not (comm.uplink.name == "topk" and comm.error_feedback):
             return None
         # One residual row per client, allocated once: memory does not grow as clients appear.
         nbytes = num_clients * self.num_params * 4
@@ -183,14 +181,17 @@ class Simulation:
         t_train: float,
         clip_norm: float | None = None,
     ) -> RoundResult:
-        """Step the server with ``update_sum`` (Σ samples · update, or Σ clipped updates under DP)
-        and ``stats``, evaluate when due, and return the round's result. Shared by whole rounds and
+        """Step the server with ``update_sum`` (Σ samples · update, or Σ clipped updates under DP), or
+        the ``collected`` rows for a strategy that needs every update, and ``stats``, evaluate when due, and return the round's result. Shared by whole rounds and
         sharded ones (``shards.py``)."""
         spec = self.spec
         r = self.round + 1
         self.participation[torch.from_numpy(np.asarray(cohort.clients, dtype=np.int64))] += 1
         total_weight = float(stats["weight"])
-        if total_weight > 0:  # with no reporting client there is no update: the server does not step
+        if total_weight > 0 and self.collected is not None:  # a strategy that needs every update
+            n = int(stats["rows"])
+            self.strategy.step(self.global_flat, self.collected.updates[:n], self.collected.weights[:n])
+        elif total_weight > 0:  # with no reporting client there is no update: the server does not step
             if self.dp:
                 avg = self.dp.privatise_(self.update_sum, len(cohort.clients), self.rng)
             else:
@@ -295,11 +296,13 @@ class Simulation:
                 self.update_sum,
                 vectorised=self.vectorised,
                 clip_norm=clip_norm,
+                collect=self.collected,
             )
             return stats
         return train_plans(
-            self.replicas, plans, self.broadcast_weights, self.uplink, self.residuals, self.update_sum, clip_norm
-        )
+            self.replicas, plans, self.broadcast_weights, self.uplink, self.residuals, self.update_sum, clip_norm,
+            self.collected,
+        )  # fmt: skip
 
     def evaluate(self) -> tuple[float, float]:
         """Test loss and accuracy of the global model, in large batches; one host sync."""
@@ -331,7 +334,7 @@ class Simulation:
         """Drop references to the data, model and buffers so their memory can be reused."""
         self.replicas = []
         self.model = None
-        self.update_sum = self.broadcast_weights = self.residuals = None
+        self.update_sum = self.broadcast_weights = self.residuals = self.collected = None
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 

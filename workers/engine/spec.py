@@ -15,36 +15,32 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import workers.engine.registry as registry
+import workers.engine.spec_legacy as spec_legacy
 from workers.engine.fields import applies
 from workers.engine.fields import spec_field as _f
 from workers.engine.spec_sections import (  # noqa: F401 - the spec's public names live here too
-    ADAPTIVE,
-    ALGORITHMS,
     CLIENT_EVALUATION,
-    CODECS,
-    DATASETS,
+    COMPONENT_PATHS,
     FEDERATED_EVALUATION,
-    FILE_DATASETS,
     GAUSSIAN,
     MECHANISMS,
-    MODELS,
-    NATURAL_DATASETS,
     PARTITIONS,
     PRECISIONS,
     SECTIONS,
-    SERVER_OPTIMIZER_OF,
-    TOPK_ANY_LINK,
     TRAINING_MODES,
     AlgorithmSpec,
     CommunicationSpec,
     ComputeSpec,
     DataSpec,
+    DownlinkSpec,
     EvaluationSpec,
     HeterogeneitySpec,
     LocalSpec,
     ModelSpec,
     ParticipationSpec,
     PrivacySpec,
+    UplinkSpec,
 )
 from workers.engine.validation import SpecError, build, describe_fields
 
@@ -76,6 +72,7 @@ class Spec:
         d = {} if d is None else d
         if not isinstance(d, dict):
             raise SpecError("spec", "must be a JSON object")
+        d = spec_legacy.upgrade(d)  # a flat spec from before components
         spec = build(cls, _shards_auto(d), bounds=bounds)
         spec._check_cross_fields(d)
         return spec
@@ -107,6 +104,10 @@ class Spec:
         for key, value in sections.items():
             if isinstance(value, dict):
                 d[key] = {**d.get(key, {}), **value}
+                if ("name" in value or "dataset" in value) and "options" not in value:
+                    d[key].pop("options", None)  # another component: its own options' defaults
+                if "dataset" in value:
+                    d[key].pop("name", None)  # an old-style data.dataset names the dataset
                 if key == "algorithm" and "server_optimizer" not in value:
                     d[key].pop("server_optimizer")  # derived from the (maybe new) algorithm name
             else:
@@ -139,21 +140,34 @@ class Spec:
                     )
         elif p.clients_per_round > n:
             raise SpecError("participation.clients_per_round", f"must be <= data.num_clients ({n})")
-        expected = SERVER_OPTIMIZER_OF[self.algorithm.name]
-        given = raw.get("algorithm", {}).get("server_optimizer")
+        expected = registry.get("strategy", self.algorithm.name).traits["server_optimizer"]
+        given = raw.get("algorithm", {}).get("server_optimizer") if isinstance(raw.get("algorithm"), dict) else None
         if given is not None and given != expected:
             raise SpecError("algorithm.server_optimizer", f"must be '{expected}' for {self.algorithm.name}")
         if self.algorithm.server_optimizer != expected:
             object.__setattr__(self, "algorithm", dataclasses.replace(self.algorithm, server_optimizer=expected))
-        if self.data.dataset in FILE_DATASETS and not self.data.path:
-            raise SpecError("data.path", f"is required for the {self.data.dataset} dataset")
-        if self.data.partition == "natural" and self.data.dataset not in NATURAL_DATASETS:
-            raise SpecError("data.partition", f"'natural' needs a dataset with writers, not {self.data.dataset}")
-        if (self.model.name == "lm14m") != (self.data.dataset == "tokens"):
-            raise SpecError("model.name", "lm14m goes with the tokens dataset (and tokens with lm14m)")
+        self._check_components()
         _check_device(self.compute.device)
         self._check_evaluation()
         self._check_shards()
+        self._check_update_strategies()
+
+    def _check_components(self) -> None:
+        """The rules that follow from the chosen components' traits."""
+        dataset = registry.get("dataset", self.data.name)
+        for f in dataclasses.fields(dataset.options):
+            # A path option without a default names the dataset's files: nothing to load without it.
+            if f.metadata.get("path") and f.default is None and not getattr(self.data.options, f.name):
+                raise SpecError(f"data.options.{f.name}", f"is required for the {self.data.name} dataset")
+        if self.data.partition == "natural" and not dataset.traits["natural"]:
+            raise SpecError("data.partition", f"'natural' needs a dataset with writers, not {self.data.name}")
+        task = registry.get("model", self.model.name).traits["task"]
+        if task != dataset.traits["task"]:
+            raise SpecError(
+                "model.name",
+                f"{self.model.name} is a {task} model and {self.data.name} a {dataset.traits['task']} dataset; "
+                "pick a model and a dataset of the same task",
+            )
 
     def _check_evaluation(self) -> None:
         ev = self.evaluation
@@ -182,10 +196,23 @@ class Spec:
             # kept in one process's memory, would each need shipping between workers; not supported.
             if self.compute.isolation == "process":
                 raise SpecError("compute.shards", "cannot be combined with compute.isolation 'process'; use 1")
-            if self.communication.uplink == "topk" and self.communication.error_feedback:
+            if self.communication.uplink.name == "topk" and self.communication.error_feedback:
                 raise SpecError("compute.shards", "cannot be combined with top-k error feedback; use 1")
             if self.privacy.mechanism != "none" or self.evaluation.clients != "none":
                 raise SpecError("compute.shards", "cannot be combined with DP or per-client evaluation yet; use 1")
+
+    def _check_update_strategies(self) -> None:
+        # A strategy that needs every client's update (registry trait) cannot run where only their
+        # sum exists: DP clips and noises the sum, and a shard would have to ship every row.
+        name = self.algorithm.name
+        if not registry.get("strategy", name).traits["needs_updates"]:
+            return
+        if self.privacy.mechanism == "gaussian":
+            raise SpecError(
+                "algorithm.name", f"{name} needs every client's update; DP noises their sum: use privacy.mechanism none"
+            )
+        if self.compute.shards != 1:
+            raise SpecError("algorithm.name", f"{name} needs every client's update in one place: use compute.shards 1")
 
 
 def _shards_auto(d: dict) -> dict:
@@ -207,15 +234,51 @@ def _check_device(device: str) -> None:
 def spec_fields() -> dict[str, dict[str, Any]]:
     """Every spec field by dotted name (``data.alpha``): its help text, default, JSON type and
     constraints (choices, min/max, nullable, max_length), its ``applies_when`` rule and whether it
-    is ``advanced``, in form order."""
+    is ``advanced``, in form order. A component section gives its ``name`` (choices from the
+    registry) and one entry per registered component and option, ``model.options.vgg.width``,
+    that applies when that component is selected."""
     return describe_fields(Spec)
+
+
+def option_key(field: str, spec: dict[str, Any] | Spec) -> str:
+    """The :func:`spec_fields` key of a spec field as errors name it: ``model.options.width`` ->
+    ``model.options.vgg.width`` when ``spec`` (a dict in today's shape, or a Spec) selects vgg;
+    any other field is returned as it is."""
+    d = spec.to_dict() if isinstance(spec, Spec) else spec
+    for path in COMPONENT_PATHS:
+        prefix = f"{path}.options."
+        if field.startswith(prefix):
+            name = _dig(d, f"{path}.name")
+            if isinstance(name, str):
+                return f"{prefix}{name}.{field[len(prefix) :]}"
+    return field
+
+
+def _dig(d: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(d, dict):
+            return None
+        d = d.get(part)
+    return d
+
+
+def flat_choices(spec: Spec) -> dict[str, Any]:
+    """Every non-option field of ``spec`` by dotted name (``communication.uplink.name``)."""
+    out: dict[str, Any] = {}
+
+    def walk(value: dict, prefix: str) -> None:
+        for key, v in value.items():
+            if isinstance(v, dict) and key != "options":
+                walk(v, f"{prefix}{key}.")
+            elif key != "options":
+                out[f"{prefix}{key}"] = v
+
+    walk(spec.to_dict(), "")
+    return out
 
 
 def applicable_fields(spec: Spec) -> dict[str, bool]:
     """Every field by dotted name: whether it has any effect under ``spec``'s choices (by its
     ``applies_when`` rule). The form hides the others from view; validation ignores this."""
-    flat = {}
-    for key, value in spec.to_dict().items():
-        items = value.items() if key in SECTIONS else [("", value)]
-        flat.update({f"{key}.{name}" if name else key: v for name, v in items})
+    flat = flat_choices(spec)
     return {name: applies(meta["applies_when"], flat) for name, meta in spec_fields().items()}

@@ -7,42 +7,47 @@ sections; ``workers.engine.validation`` reads the metadata (types, ranges, choic
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+import workers.engine.registry as registry
+from workers.engine.fields import meta
 from workers.engine.fields import spec_field as _f
 
-DATASETS = ("digits", "synthetic", "synthetic_images", "emnist_h5", "femnist_leaf", "cifar10", "tokens")
 PARTITIONS = ("iid", "dirichlet", "shards", "natural")
-MODELS = ("logistic", "mlp", "cnn", "vgg", "lm14m")
-ALGORITHMS = ("fedavg", "fedavgm", "fedprox", "fedadam", "fedyogi", "fedadagrad")
-# Each algorithm has exactly one server optimizer; the field is kept explicit for readability.
-SERVER_OPTIMIZER_OF = {
-    "fedavg": "sgd",
-    "fedprox": "sgd",
-    "fedavgm": "sgd",
-    "fedadam": "adam",
-    "fedyogi": "yogi",
-    "fedadagrad": "adagrad",
-}
-# Datasets whose clients exist in the data itself (writers, generated devices).
-NATURAL_DATASETS = ("emnist_h5", "femnist_leaf", "synthetic", "synthetic_images", "tokens")
-CODECS = ("fp32", "fp16", "int8", "topk")
-# Datasets read from files under the server's datasets folder (data.path names them).
-FILE_DATASETS = ("emnist_h5", "femnist_leaf", "cifar10")
 PRECISIONS = ("fp32", "bf16", "fp16")
 TRAINING_MODES = ("auto", "vectorized", "sequential")
 # "Applies when" rules shared by several fields (the shape: workers.engine.fields).
-ADAPTIVE = ("fedadam", "fedyogi", "fedadagrad")
-TOPK_ANY_LINK = [{"communication.uplink": ["topk"]}, {"communication.downlink": ["topk"]}]
 FEDERATED_EVALUATION = ("none", "sampled", "cohort")
 MECHANISMS = ("none", "gaussian")
 CLIENT_EVALUATION = {"evaluation.clients": ["sampled", "cohort"]}
 GAUSSIAN = {"privacy.mechanism": ["gaussian"]}
+# The sections that select a registered component: dotted path -> registry kind.
+COMPONENT_PATHS = {
+    "model": "model",
+    "data": "dataset",
+    "algorithm": "strategy",
+    "communication.uplink": "codec",
+    "communication.downlink": "codec",
+}
+
+
+def _options(kind: str):
+    """The ``options`` field of a component section: validated against the selected component's
+    options dataclass (``validation.build``); None fills in that component's defaults."""
+    return field(default=None, metadata={**meta("Options of the selected component."), "options_of": kind})
+
+
+def _fill_options(section: Any, kind: str) -> None:
+    # A section built in Python without options (ModelSpec(name="mlp")) gets the component's defaults.
+    if section.options is None:
+        object.__setattr__(section, "options", registry.get(kind, section.name).options())
 
 
 @dataclass(frozen=True)
 class DataSpec:
-    dataset: str = _f("digits", "Dataset: bundled digits, generated benchmarks, or files you have.", choices=DATASETS)
+    name: str = _f("digits", "Dataset: bundled digits, generated benchmarks, or files you have.", kind="dataset")
+    options: Any = _options("dataset")
     num_clients: int = _f(100, "Number of clients the data is split into.", min=1, max=1_000_000)
     partition: str = _f("dirichlet", "How samples are split between clients.", choices=PARTITIONS)
     alpha: float = _f(
@@ -60,41 +65,6 @@ class DataSpec:
         max=1000,
         applies_when={"data.partition": ["shards"]},
     )
-    path: str | None = _f(
-        None,
-        "File or folder for emnist_h5, femnist_leaf and cifar10, relative to the server's datasets folder.",
-        nullable=True,
-        max_length=1024,
-        applies_when={"data.dataset": list(FILE_DATASETS)},
-    )
-    image_size: int = _f(
-        28,
-        "Side of the images for digits (8 = native, 28 = EMNIST-sized).",
-        choices=(8, 28),
-        applies_when={"data.dataset": ["digits"]},
-    )
-    num_classes: int = _f(
-        10,
-        "Classes of synthetic_images (10 digits or 62 FEMNIST).",
-        choices=(10, 62),
-        applies_when={"data.dataset": ["synthetic_images"]},
-    )
-    mean_samples: int = _f(
-        100,
-        "Mean samples per client for synthetic_images and tokens.",
-        min=1,
-        max=100_000,
-        applies_when={"data.dataset": ["synthetic_images", "tokens"]},
-    )
-    synthetic_alpha: float = _f(
-        1.0, "Synthetic(α, β): model heterogeneity α.", min=0, max=100, applies_when={"data.dataset": ["synthetic"]}
-    )
-    synthetic_beta: float = _f(
-        1.0, "Synthetic(α, β): data heterogeneity β.", min=0, max=100, applies_when={"data.dataset": ["synthetic"]}
-    )
-    seq_len: int = _f(
-        64, "Tokens per sequence for the tokens dataset.", min=2, max=2048, applies_when={"data.dataset": ["tokens"]}
-    )
     test_fraction: float = _f(
         0.2, "Share of samples held out for the server's test set.", min=0, max=0.9, advanced=True
     )
@@ -106,51 +76,65 @@ class DataSpec:
         applies_when=CLIENT_EVALUATION,
     )
 
+    def __post_init__(self):
+        _fill_options(self, "dataset")
+
+    @property
+    def dataset(self) -> str:
+        """The dataset's name (the field was ``data.dataset`` before components)."""
+        return self.name
+
 
 @dataclass(frozen=True)
 class ModelSpec:
-    name: str = _f("cnn", "Model architecture.", choices=MODELS)
-    hidden: int = _f(200, "Hidden units of the mlp.", min=1, max=65_536, applies_when={"model.name": ["mlp"]})
-    blocks: int = _f(2, "VGG blocks: cnn-(6·blocks+2)-width.", min=1, max=8, applies_when={"model.name": ["vgg"]})
-    width: int = _f(4, "VGG width multiplier.", min=1, max=64, applies_when={"model.name": ["vgg"]})
+    name: str = _f("cnn", "Model architecture.", kind="model")
+    options: Any = _options("model")
+
+    def __post_init__(self):
+        _fill_options(self, "model")
 
 
 @dataclass(frozen=True)
 class AlgorithmSpec:
-    name: str = _f("fedavg", "Federated algorithm (server strategy).", choices=ALGORITHMS)
+    name: str = _f("fedavg", "Federated algorithm (server strategy).", kind="strategy")
+    options: Any = _options("strategy")
     # Shown for every algorithm: the proximal term is client training's, and the engine adds it
     # whatever the server strategy (FedProx is FedAvg's server step with μ > 0).
     mu: float = _f(
         0.0, "Proximal term μ of client training, FedProx's (0 = none); it applies to every algorithm.", min=0, max=1000
     )
-    server_optimizer: str = _f(
-        "sgd", "Server optimizer; follows from the algorithm.", choices=("sgd", "adam", "yogi", "adagrad")
-    )
+    server_optimizer: str = _f("sgd", "Server optimizer; follows from the algorithm.", max_length=64)
     server_lr: float = _f(1.0, "Server learning rate applied to the averaged update.", min=0, min_open=True, max=100)
-    server_momentum: float = _f(
-        0.9, "Server momentum for FedAvgM.", min=0, max=0.999, applies_when={"algorithm.name": ["fedavgm"]}
-    )
-    beta1: float = _f(
-        0.9,
-        "First-moment decay of FedAdam/FedYogi/FedAdagrad.",
-        min=0,
-        max=0.999,
-        applies_when={"algorithm.name": list(ADAPTIVE)},
-    )
-    beta2: float = _f(
-        0.99,
-        "Second-moment decay of FedAdam/FedYogi.",
-        min=0,
-        max=0.9999,
-        applies_when={"algorithm.name": ["fedadam", "fedyogi"]},
-    )
-    tau: float = _f(
-        1e-3,
-        "Adaptivity ε of FedAdam/FedYogi/FedAdagrad.",
-        min=0,
-        min_open=True,
-        max=1,
-        applies_when={"algorithm.name": list(ADAPTIVE)},
+
+    def __post_init__(self):
+        _fill_options(self, "strategy")
+
+
+@dataclass(frozen=True)
+class UplinkSpec:
+    name: str = _f("fp32", "Codec for client updates.", kind="codec")
+    options: Any = _options("codec")
+
+    def __post_init__(self):
+        _fill_options(self, "codec")
+
+
+@dataclass(frozen=True)
+class DownlinkSpec(UplinkSpec):
+    """The uplink's fields; only the name's help differs."""
+
+    name: str = _f("fp32", "Codec for the model sent to clients.", kind="codec")
+
+
+@dataclass(frozen=True)
+class CommunicationSpec:
+    uplink: UplinkSpec = field(default_factory=UplinkSpec)
+    downlink: DownlinkSpec = field(default_factory=DownlinkSpec)
+    # Residuals are kept per client for the uplink only: the downlink has no client-side memory.
+    error_feedback: bool = _f(
+        True,
+        "Carry top-k's dropped mass into the client's next update.",
+        applies_when={"communication.uplink.name": ["topk"]},
     )
 
 
@@ -184,21 +168,6 @@ class HeterogeneitySpec:
         choices=("drop", "partial"),
     )
     dropout: float = _f(0.0, "Share of each cohort that never reports.", min=0, max=1)
-
-
-@dataclass(frozen=True)
-class CommunicationSpec:
-    uplink: str = _f("fp32", "Codec for client updates.", choices=CODECS)
-    downlink: str = _f("fp32", "Codec for the model sent to clients.", choices=CODECS)
-    topk_ratio: float = _f(
-        0.01, "Share of entries kept by top-k.", min=0, max=1, min_open=True, applies_when=TOPK_ANY_LINK
-    )
-    # Residuals are kept per client for the uplink only: the downlink has no client-side memory.
-    error_feedback: bool = _f(
-        True,
-        "Carry top-k's dropped mass into the client's next update.",
-        applies_when={"communication.uplink": ["topk"]},
-    )
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from workers.engine import vmap_probe
 from workers.engine.client import (
     GroupOutput,
     LocalConfig,
@@ -40,7 +41,29 @@ class DeviceReplica:
     decoded: torch.Tensor | None = None  # [slots, P] float32
 
 
-def choose_vectorised(spec: Spec, model: torch.nn.Module, devices: Sequence[torch.device]) -> bool:
+@dataclass
+class Collected:
+    """The round's decoded client updates, one row per aggregated client, for the strategies that
+    need every update (``needs_updates``). Allocated once per simulation for the largest cohort
+    the run can have, so memory stays flat however cohorts vary; a round fills a prefix."""
+
+    updates: torch.Tensor  # [max cohort, P] float32, on the server's device
+    weights: torch.Tensor  # [max cohort] float32: each row's sample count
+
+    @classmethod
+    def for_spec(cls, spec: Spec, num_params: int, device: torch.device) -> Collected:
+        rows = max(spec.participation.schedule or [spec.participation.clients_per_round])
+        return cls(torch.zeros(rows, num_params, device=device), torch.zeros(rows, device=device))
+
+
+def choose_vectorised(
+    spec: Spec,
+    model: torch.nn.Module,
+    devices: Sequence[torch.device],
+    *,
+    sample: tuple[torch.Tensor, torch.Tensor] | None = None,
+    notes: list[str] | None = None,
+) -> bool:
     """Vectorised or sequential client training; ``auto`` picks what is faster where it runs.
 
     On a GPU vectorising always pays (many small kernels become a few large ones). On a CPU
@@ -49,15 +72,32 @@ def choose_vectorised(spec: Spec, model: torch.nn.Module, devices: Sequence[torc
     fast per sample as one client's batch (measured on quickstart: 0.44x vs 1.0x of a
     plain loop), and attention has no vmap batching rule on CPU, so ``auto`` trains CNNs and
     language models on a CPU one client at a time.
+
+    A model that does not declare ``vmappable`` (a plugin's) is probed with ``sample`` (a few
+    training rows) when vectorising would be chosen; under ``auto`` a failed probe falls back to
+    sequential training and its reason is appended to ``notes`` (the experiment's log).
     """
     mode = spec.compute.training
-    vmappable = can_vectorise(model)
-    if mode == "vectorized" and not vmappable:
-        raise SpecError("compute.training", f"model {spec.model.name} cannot be vectorised; use sequential or auto")
-    if mode != "auto":
-        return mode == "vectorized"
+    if mode == "sequential":
+        return False
     on_cpu = all(d.type == "cpu" for d in devices)
-    return vmappable and (not on_cpu or vectorises_well_on_cpu(model))
+    if mode == "auto" and on_cpu and not vectorises_well_on_cpu(model):
+        return False
+    declared = vmap_probe.declared_vmappable(model, spec.model.name)
+    reason = "it is marked as not vmappable" if declared is False else None
+    if declared is None and sample is None:
+        reason = None if can_vectorise(model) else "it has buffers"
+    elif declared is None:
+        cfg = LocalConfig(lr=spec.local.lr, precision=spec.compute.precision)
+        reason = vmap_probe.probe(model, *sample, cfg, devices[0])
+    if reason is None:
+        return True
+    if mode == "vectorized":
+        why = f"model {spec.model.name} cannot be vectorised ({reason}); use sequential or auto"
+        raise SpecError("compute.training", why)
+    if declared is None and notes is not None:
+        notes.append(f"training sequentially: model {spec.model.name} cannot be vectorised: {reason}")
+    return False
 
 
 def make_replica(
@@ -96,6 +136,7 @@ def train_plans(
     residuals: torch.Tensor | None,
     update_sum: torch.Tensor,
     clip_norm: float | None = None,
+    collect: Collected | None = None,
 ) -> dict[str, torch.Tensor]:
     """Train each planned group (round-robin over the replicas' devices) from ``broadcast_weights``
     (the model as clients received it), encode every client's update to real bytes, decode it as
@@ -103,6 +144,10 @@ def train_plans(
 
     With ``clip_norm`` (DP-FedAvg) each decoded update is clipped to that norm and weighted 1
     instead of by its samples (see :mod:`workers.engine.privacy`).
+
+    With ``collect`` the decoded updates of the aggregated clients are written, in plan order,
+    into its rows instead of being summed (``update_sum`` stays zero), and ``rows`` (a host int
+    tensor) says how many were written.
 
     Returns device scalars (loss, weight, samples, unclipped) and ``client_losses``, the mean local
     loss of each sampled client (``[K]``, NaN where not aggregated): the caller syncs once per round.
@@ -114,6 +159,7 @@ def train_plans(
     samples = torch.zeros((), device=device)
     unclipped = torch.zeros((), device=device)
     client_losses = []
+    rows = 0
     for k, plan in enumerate(plans):
         replica = replicas[k % len(replicas)]
         start = broadcast_weights.to(replica.device, non_blocking=True)
@@ -124,7 +170,10 @@ def train_plans(
             norms = clip_rows_(decoded, clip_norm).to(device)
             w = (w > 0).to(w.dtype)  # one client, one vote: its influence is bounded by C alone
             unclipped += ((norms <= clip_norm).to(w.dtype) * w).sum()
-        accumulate_(update_sum, decoded.to(device, non_blocking=True), w)
+        if collect is None:
+            accumulate_(update_sum, decoded.to(device, non_blocking=True), w)
+        else:
+            rows = _collect_rows(collect, rows, decoded, plan)
         client_loss = out.loss_sum.to(device) / out.steps.to(device).clamp(min=1)
         loss += (client_loss * w).sum()
         weight += w.sum()
@@ -132,7 +181,20 @@ def train_plans(
         # NaN marks a client that was not aggregated; filtering on the host avoids a sync here.
         client_losses.append(torch.where(w > 0, client_loss, torch.nan)[: plan.real])
     losses = torch.cat(client_losses) if client_losses else torch.zeros(0, device=device)
-    return {"loss": loss, "weight": weight, "samples": samples, "unclipped": unclipped, "client_losses": losses}
+    stats = {"loss": loss, "weight": weight, "samples": samples, "unclipped": unclipped, "client_losses": losses}
+    return stats if collect is None else {**stats, "rows": torch.tensor(rows)}
+
+
+def _collect_rows(collect: Collected, first: int, decoded: torch.Tensor, plan: GroupPlan) -> int:
+    """Copy the group's aggregated clients' rows (real slots with weight > 0: never padding)
+    into ``collect`` from row ``first``; return the next free row. Decided on the host from the
+    plan's CPU weights, so it costs no device sync."""
+    keep = torch.nonzero(plan.weights[: plan.real] > 0).flatten()
+    n = len(keep)
+    rows = decoded[:n] if n == plan.real else decoded[keep.to(decoded.device)]
+    collect.updates[first : first + n].copy_(rows, non_blocking=True)
+    collect.weights[first : first + n].copy_(plan.weights[keep], non_blocking=True)
+    return first + n
 
 
 def _uplink(

@@ -5,7 +5,10 @@ of what the fields mean, so :mod:`workers.engine.spec` (the schema) can call it 
 import loop. The metadata keys it reads, all optional:
 
 ``choices`` (allowed values), ``min``/``max`` (inclusive bounds; ``min_open`` makes ``min``
-exclusive), ``nullable`` (``None`` allowed), ``max_length`` (of a string or a list), ``help``.
+exclusive), ``nullable`` (``None`` allowed), ``max_length`` (of a string or a list), ``help``,
+``kind`` (a kind of :mod:`workers.engine.registry`: the value names a registered component,
+read at validation time so a plugin loaded later is accepted) and ``options_of`` (on a field
+named ``options``: the options dataclass of the component its sibling ``name`` selects).
 
 A field whose ``default_factory`` is a dataclass is a section: a nested JSON object validated
 the same way. Every error is a :class:`SpecError` whose message starts with the field's dotted
@@ -20,6 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
+import typing
 from typing import Any
 
 
@@ -45,7 +50,13 @@ def build(cls: type, d: dict[str, Any], *, bounds: bool, prefix: str = "") -> An
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         section = section_of(f)
-        if section is not None:
+        if f.metadata.get("options_of"):
+            sub = d.get(f.name, {})
+            if not isinstance(sub, dict):
+                raise SpecError(f"{prefix}{f.name}", "must be an object")
+            options = component_of(f.metadata["options_of"], kwargs.get("name", _default_name(cls))).options
+            kwargs[f.name] = build(options, sub, bounds=bounds, prefix=f"{prefix}{f.name}.")
+        elif section is not None:
             sub = d.get(f.name, {})
             if not isinstance(sub, dict):
                 raise SpecError(f"{prefix}{f.name}", "must be an object")
@@ -53,6 +64,23 @@ def build(cls: type, d: dict[str, Any], *, bounds: bool, prefix: str = "") -> An
         elif f.name in d:
             kwargs[f.name] = coerce(f, d[f.name], f"{prefix}{f.name}", bounds)
     return cls(**kwargs)
+
+
+def component_of(kind: str, name: str):
+    """The registered component (imported here, not at module level: the registry imports fields)."""
+    from workers.engine import registry
+
+    return registry.get(kind, name)
+
+
+def component_names(kind: str) -> tuple[str, ...]:
+    from workers.engine import registry
+
+    return registry.names(kind)
+
+
+def _default_name(cls: type) -> str:
+    return next(f.default for f in dataclasses.fields(cls) if f.name == "name")
 
 
 def section_of(f: dataclasses.Field) -> type | None:
@@ -83,6 +111,9 @@ def coerce(f: dataclasses.Field, value: Any, name: str, bounds: bool = True) -> 
     elif kind is str:
         if not isinstance(value, str):
             raise SpecError(name, "must be a string")
+        if meta.get("kind") and value not in component_names(meta["kind"]):
+            known = ", ".join(component_names(meta["kind"]))
+            raise SpecError(name, f"must be a registered {meta['kind']} ({known}), not {value[:40]!r}")
     elif kind is list:
         if not isinstance(value, list) or not value:
             raise SpecError(name, "must be a non-empty list of integers")
@@ -96,17 +127,34 @@ def coerce(f: dataclasses.Field, value: Any, name: str, bounds: bool = True) -> 
     return value
 
 
+_KINDS = (("bool", bool), ("list", list), ("int", int), ("float", float), ("str", str))
+
+
 def kind_of(f: dataclasses.Field) -> type:
-    """The JSON kind of a field (bool, list, int, float or str), from its annotation."""
-    t = str(f.type)
-    for name, kind in (("bool", bool), ("list", list), ("int", int), ("float", float), ("str", str)):
+    """The JSON kind of a field (bool, list, int, float or str), from its annotation: a string
+    (``from __future__ import annotations``) or a real type (a plugin's ``int``, ``str | None``)."""
+    t = f.type
+    if not isinstance(t, str):
+        if typing.get_origin(t) in (typing.Union, types.UnionType):
+            t = next(a for a in typing.get_args(t) if a is not type(None))
+        t = typing.get_origin(t) or t
+        for _, kind in _KINDS:
+            if t is kind:
+                return kind
+        raise TypeError(f"unsupported spec field type {f.type!r}")
+    for name, kind in _KINDS:
         if t.startswith(name):
             return kind
     raise TypeError(f"unsupported spec field type {t}")
 
 
 def describe_fields(cls: type) -> dict[str, dict[str, Any]]:
-    """Every field's metadata, default and JSON kind, keyed by dotted name, sections flattened."""
+    """Every field's metadata, default and JSON kind, keyed by dotted name, sections flattened.
+
+    A component's ``name`` gets the registered names as choices; its ``options`` become one entry
+    per component and option, ``<path>.options.<component>.<option>``, that applies when
+    ``<path>.name`` selects the component (and carries ``component`` and ``option``).
+    """
     return _describe(cls, dataclasses.asdict(cls()), "")
 
 
@@ -114,10 +162,39 @@ def _describe(cls: type, defaults: dict[str, Any], prefix: str) -> dict[str, dic
     out: dict[str, dict[str, Any]] = {}
     for f in dataclasses.fields(cls):
         section = section_of(f)
-        if section is not None:
+        if f.metadata.get("options_of"):
+            out.update(describe_options(f.metadata["options_of"], prefix.rstrip(".")))
+        elif section is not None:
             out.update(_describe(section, defaults[f.name], f"{prefix}{f.name}."))
         else:
-            out[f"{prefix}{f.name}"] = {**f.metadata, "default": defaults[f.name], "type": kind_of(f).__name__}
+            meta = {**f.metadata, "default": defaults[f.name], "type": kind_of(f).__name__}
+            if meta.get("kind"):
+                meta["choices"] = component_names(meta["kind"])
+            out[f"{prefix}{f.name}"] = meta
+    return out
+
+
+def describe_options(kind: str, path: str) -> dict[str, dict[str, Any]]:
+    """The option entries of every registered component of ``kind`` selected at ``path``."""
+    from workers.engine import registry
+    from workers.engine.fields import meta
+
+    out: dict[str, dict[str, Any]] = {}
+    for component in registry.components(kind):
+        selected = {f"{path}.name": [component.name]}
+        defaults = dataclasses.asdict(component.options())
+        for f in dataclasses.fields(component.options):
+            own = f.metadata.get("applies_when")
+            rule = [{**selected, **alt} for alt in own] if own else [selected]
+            out[f"{path}.options.{component.name}.{f.name}"] = {
+                **meta(""),
+                **f.metadata,
+                "default": defaults[f.name],
+                "type": kind_of(f).__name__,
+                "applies_when": rule,
+                "component": component.name,
+                "option": f.name,
+            }
     return out
 
 

@@ -8,51 +8,68 @@ client. No network access, ever: datasets are bundled (digits), generated, or fi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from workers.engine import registry
 from workers.engine.data import partition
 from workers.engine.data.base import FederatedData, as_input
 from workers.engine.data.paths import confine, default_data_root
 from workers.engine.data.pool import Pool
-from workers.engine.spec import FILE_DATASETS, DataSpec, SpecError
+from workers.engine.data.shapes import context_of
+from workers.engine.spec import DataSpec, SpecError
 
-__all__ = ["FederatedData", "as_input", "build_data", "partition_summary"]
+__all__ = ["FederatedData", "as_input", "build_data", "load_pool", "partition_summary"]
 
 
-def _loaders() -> dict[str, Callable[[DataSpec, np.random.Generator], Pool]]:
-    # Imported lazily so that asking for digits never imports h5py.
-    from workers.engine.data import cifar10, digits, emnist, images, synthetic, tokens
+def load_pool(spec: DataSpec, rng: np.random.Generator, *, data_root: str | Path | None = None) -> Pool:
+    """The registered loader's pool for ``spec.name``, its path options confined to ``data_root``
+    (default: :func:`~.paths.default_data_root`), with ``test_fraction`` held out when the loader
+    gives no test set (stratified for classification)."""
+    component = registry.get("dataset", spec.name)
+    options = spec.options
+    paths = [f.name for f in dataclasses.fields(options) if f.metadata.get("path")]
+    if paths:
+        root = default_data_root() if data_root is None else data_root
+        confined = {name: str(confine(getattr(options, name) or "", root, f"data.options.{name}")) for name in paths}
+        options = dataclasses.replace(options, **confined)
+    if component.traits.get("context"):
+        pool = component.factory(options, rng, context_of(spec, None if data_root is None else Path(data_root)))
+    else:
+        pool = component.factory(options, rng)
+    if not isinstance(pool, Pool):
+        raise TypeError(f"dataset {spec.name!r} returned {type(pool).__name__}, not a Pool")
+    if pool.x_test is None:
+        pool = _hold_out_test(pool, spec.test_fraction, rng)
+    return pool
 
-    return {
-        "digits": digits.load,
-        "synthetic": synthetic.load,
-        "synthetic_images": images.load,
-        "emnist_h5": emnist.load_h5,
-        "femnist_leaf": emnist.load_leaf,
-        "cifar10": cifar10.load,
-        "tokens": tokens.load,
-    }
+
+def _hold_out_test(pool: Pool, fraction: float, rng: np.random.Generator) -> Pool:
+    labels = pool.y_train.numpy() if pool.task == "classification" else np.zeros(len(pool.y_train), np.int64)
+    train, test = partition.holdout(labels, fraction, rng)
+    train_t, test_t = torch.from_numpy(np.asarray(train)), torch.from_numpy(np.asarray(test))
+    writer_ids = None if pool.writer_ids is None else pool.writer_ids[np.asarray(train)]
+    return dataclasses.replace(
+        pool,
+        x_train=pool.x_train[train_t],
+        y_train=pool.y_train[train_t],
+        x_test=pool.x_train[test_t],
+        y_test=pool.y_train[test_t],
+        writer_ids=writer_ids,
+    )
 
 
 def build_data(spec: DataSpec, seed: int, *, data_root: str | Path | None = None) -> FederatedData:
-    """Load or generate ``spec.dataset``, hold out its test set and split the training samples
+    """Load or generate ``spec.name``, hold out its test set and split the training samples
     between ``spec.num_clients`` clients; the same (spec, seed) always gives identical tensors.
 
-    Files are read only inside ``data_root`` (default: :func:`~.paths.default_data_root`);
-    ``spec.path`` is relative to it, and a path leading anywhere else is a ``data.path`` error.
+    Files are read only inside ``data_root`` (default: :func:`~.paths.default_data_root`); path
+    options are relative to it, and a path leading anywhere else is a ``data.options.<field>`` error.
     """
-    loaders = _loaders()
-    if spec.dataset not in loaders:
-        raise SpecError("data.dataset", f"must be one of {', '.join(loaders)}, not {spec.dataset!r}")
-    if spec.dataset in FILE_DATASETS:
-        root = default_data_root() if data_root is None else data_root
-        spec = dataclasses.replace(spec, path=str(confine(spec.path or "", root)))
     # Separate streams: changing the partition must not change the generated samples.
-    pool = loaders[spec.dataset](spec, np.random.default_rng([seed, 0]))
+    pool = load_pool(spec, np.random.default_rng([seed, 0]), data_root=data_root)
     parts, names = _split(spec, pool, np.random.default_rng([seed, 1]))
     if spec.client_test_fraction > 0:
         # Its own stream, so that the training split of a run without client tests is unchanged.
@@ -69,7 +86,7 @@ def partition_summary(spec: DataSpec, seed: int, max_clients: int | None = 100) 
 def _split(spec: DataSpec, pool: Pool, rng: np.random.Generator) -> tuple[partition.Parts, list[str] | None]:
     n = len(pool.y_train)
     if spec.num_clients > n:
-        raise SpecError("data.num_clients", f"must be <= {n}, the training samples of {spec.dataset}")
+        raise SpecError("data.num_clients", f"must be <= {n}, the training samples of {spec.name}")
     if spec.partition == "natural":
         return _natural(spec, pool)
     if spec.partition == "iid":
@@ -77,7 +94,7 @@ def _split(spec: DataSpec, pool: Pool, rng: np.random.Generator) -> tuple[partit
     else:
         if pool.task != "classification":
             raise SpecError(
-                "data.partition", f"'{spec.partition}' needs class labels; use iid or natural for {spec.dataset}"
+                "data.partition", f"'{spec.partition}' needs class labels; use iid or natural for {spec.name}"
             )
         labels = pool.y_train.numpy()
         if spec.partition == "dirichlet":
@@ -91,11 +108,11 @@ def _split(spec: DataSpec, pool: Pool, rng: np.random.Generator) -> tuple[partit
 
 def _natural(spec: DataSpec, pool: Pool) -> tuple[partition.Parts, list[str] | None]:
     if pool.writer_ids is None or pool.writer_names is None:
-        raise SpecError("data.partition", f"'natural' needs a dataset with writers, not {spec.dataset}")
+        raise SpecError("data.partition", f"'natural' needs a dataset with writers, not {spec.name}")
     parts = partition.natural(pool.writer_ids)
     present = np.unique(pool.writer_ids)
     if len(parts) < spec.num_clients:
-        raise SpecError("data.num_clients", f"must be <= {len(parts)}, the writers in {spec.dataset}")
+        raise SpecError("data.num_clients", f"must be <= {len(parts)}, the writers in {spec.name}")
     names = [pool.writer_names[int(w)] for w in present[: spec.num_clients]]
     return parts[: spec.num_clients], names
 

@@ -8,16 +8,32 @@ from __future__ import annotations
 
 import io
 import pickle
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from workers.engine import registry
+from workers.engine.data.paths import required_path
 from workers.engine.data.pool import Pool, missing_path
-from workers.engine.spec import DataSpec, SpecError
+from workers.engine.registry import DataContext, DatasetShape
+from workers.engine.spec import SpecError
 
 TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
 TEST_BATCH = "test_batch"
+SAMPLES = 60_000
+
+
+@dataclass(frozen=True)
+class Cifar10Options:
+    path: str | None = required_path("Folder of cifar-10-batches-py")
+
+
+def describe(options: Cifar10Options, context: DataContext) -> DatasetShape:
+    return DatasetShape((3, 32, 32), 10, 50_000, 3 * 32 * 32 + 8)  # uint8 pixels, int64 label
+
+
 SHAPE = (3, 32, 32)
 
 # What the standard batches (and numpy's own pickling, old and new module names) need, nothing more.
@@ -58,10 +74,11 @@ def restricted_load(data: bytes) -> object:
     return RestrictedUnpickler(io.BytesIO(data), encoding="bytes").load()
 
 
-def load(spec: DataSpec, rng: np.random.Generator) -> Pool:
+@registry.dataset("cifar10", Cifar10Options, describe=describe, context=True)
+def load(options: Cifar10Options, rng: np.random.Generator, context: DataContext) -> Pool:
     """uint8 images [N, 3, 32, 32] (no mean/std normalisation; ``as_input`` maps them to [0, 1]),
     the five training batches as the pool and ``test_batch`` as the test set."""
-    folder = _folder(spec.path)
+    folder = _folder(options.path)
     x_train, y_train = zip(*(_read_batch(folder / name) for name in TRAIN_BATCHES), strict=True)
     x_test, y_test = _read_batch(folder / TEST_BATCH)
     return Pool(
@@ -92,9 +109,9 @@ def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
         x = np.asarray(data, dtype=np.uint8).reshape(-1, *SHAPE)  # rows are R(1024) G(1024) B(1024)
         y = np.asarray(labels, dtype=np.int64).reshape(-1)
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, AttributeError) as e:
-        raise SpecError("data.path", f"{path.name} is not a CIFAR-10 python batch ({e})") from None
+        raise SpecError("data.options.path", f"{path.name} is not a CIFAR-10 python batch ({e})") from None
     if len(x) != len(y):
-        raise SpecError("data.path", f"{path.name} has {len(x)} images but {len(y)} labels")
+        raise SpecError("data.options.path", f"{path.name} has {len(x)} images but {len(y)} labels")
     return x, y
 
 

@@ -8,12 +8,15 @@ writers differ enough for the natural partition to be non-IID in feature space.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from workers.engine import registry
 from workers.engine.data.pool import Pool, held_out_count, writer_sizes
-from workers.engine.spec import DataSpec
+from workers.engine.registry import DataContext, DatasetShape, option
 
 SIDE = 28
 MARGIN = 2  # glyphs are drawn on a (SIDE + 2 * MARGIN) canvas; shifts pick a SIDE x SIDE window
@@ -23,18 +26,31 @@ GAIN = 1.0  # slope of the ink ramp: grey range per field unit (higher = crisper
 SHIFTS = 2 * MARGIN + 1
 
 
-def load(spec: DataSpec, rng: np.random.Generator) -> Pool:
-    """uint8 images [N, 1, 28, 28] (background 0, ink up to 255), ``spec.num_clients`` writers with
-    lognormal sizes of mean ``spec.mean_samples`` (min 10); the test set is drawn from the same
+@dataclass(frozen=True)
+class SyntheticImagesOptions:
+    num_classes: int = option(10, "Classes of synthetic_images (10 digits or 62 FEMNIST).", choices=(10, 62))
+    mean_samples: int = option(100, "Mean samples per client.", min=1, max=100_000, size=True)
+
+
+def describe(options: SyntheticImagesOptions, context: DataContext) -> DatasetShape:
+    return DatasetShape(
+        (1, SIDE, SIDE), options.num_classes, context.num_clients * options.mean_samples, SIDE * SIDE + 8
+    )
+
+
+@registry.dataset("synthetic_images", SyntheticImagesOptions, natural=True, describe=describe, context=True)
+def load(options: SyntheticImagesOptions, rng: np.random.Generator, context: DataContext) -> Pool:
+    """uint8 images [N, 1, 28, 28] (background 0, ink up to 255), ``num_clients`` writers with
+    lognormal sizes of mean ``mean_samples`` (min 10); the test set is drawn from the same
     writers and makes up about ``test_fraction`` of all samples."""
-    k, c = spec.num_clients, spec.num_classes
+    k, c = context.num_clients, options.num_classes
     torch_gen = torch.Generator().manual_seed(int(rng.integers(2**63 - 1)))
     glyphs = _glyphs(c, torch_gen)
     styles = _writer_styles(k, rng, torch_gen)
 
-    sizes = writer_sizes(k, spec.mean_samples, rng)
+    sizes = writer_sizes(k, options.mean_samples, rng)
     train_writer = np.repeat(np.arange(k), sizes)
-    test_writer = np.sort(rng.integers(k, size=held_out_count(len(train_writer), spec.test_fraction)))
+    test_writer = np.sort(rng.integers(k, size=held_out_count(len(train_writer), context.test_fraction)))
     x_train, y_train = _render(train_writer, c, glyphs, styles, rng, torch_gen)
     x_test, y_test = _render(test_writer, c, glyphs, styles, rng, torch_gen)
     return Pool(

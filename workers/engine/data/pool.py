@@ -16,13 +16,14 @@ class Pool:
     """Training samples (not yet partitioned) and the held-out test set.
 
     ``writer_ids[i]`` is the natural client (writer, device) of training row ``i``: an index into
-    ``writer_names``. Datasets without writers leave both ``None``.
+    ``writer_names``. Datasets without writers leave both ``None``. A loader whose files have no
+    test split leaves ``x_test``/``y_test`` ``None``.
     """
 
     x_train: torch.Tensor
     y_train: torch.Tensor
-    x_test: torch.Tensor
-    y_test: torch.Tensor
+    x_test: torch.Tensor | None  # None: the engine holds out data.test_fraction of the training rows
+    y_test: torch.Tensor | None
     num_classes: int
     input_shape: tuple[int, ...]
     task: str = "classification"
@@ -46,7 +47,7 @@ def held_out_count(num_train: int, fraction: float) -> int:
 
 def missing_path(what: str, where: Path | str | None) -> SpecError:
     """The error every file loader raises when its files are not where the spec says."""
-    return SpecError("data.path", f"must point to {what}; nothing usable found at {where!r}")
+    return SpecError("data.options.path", f"must point to {what}; nothing usable found at {where!r}")
 
 
 def to_uint8(pixels: np.ndarray) -> torch.Tensor:

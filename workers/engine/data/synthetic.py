@@ -8,23 +8,40 @@ standard deviations.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
+from workers.engine import registry
 from workers.engine.data.pool import Pool
-from workers.engine.spec import DataSpec
+from workers.engine.registry import DataContext, DatasetShape, option
 
 DIMENSION = 60
 NUM_CLASSES = 10
 MAX_DEVICE_SAMPLES = 2000  # lognormal(4, 2) has a tail in the hundreds of thousands
+# Mean samples per device: lognormal(4, 2) + 50, capped at 2,000 (measured over 2,000,000 draws: 289.4).
+MEAN_SAMPLES = 290
 
 
-def load(spec: DataSpec, rng: np.random.Generator) -> Pool:
+@dataclass(frozen=True)
+class SyntheticOptions:
+    alpha: float = option(1.0, "Synthetic(α, β): model heterogeneity α.", min=0, max=100)
+    beta: float = option(1.0, "Synthetic(α, β): data heterogeneity β.", min=0, max=100)
+
+
+def describe(options: SyntheticOptions, context: DataContext) -> DatasetShape:
+    train = round(context.num_clients * MEAN_SAMPLES * (1 - context.test_fraction))
+    return DatasetShape((DIMENSION,), NUM_CLASSES, train, 4 * DIMENSION + 8)
+
+
+@registry.dataset("synthetic", SyntheticOptions, natural=True, describe=describe, context=True)
+def load(options: SyntheticOptions, rng: np.random.Generator, context: DataContext) -> Pool:
     """One device per client; ``test_fraction`` of every device's samples pooled into the test set."""
-    k = spec.num_clients
+    k = context.num_clients
     sizes = np.minimum(rng.lognormal(4, 2, k).astype(np.int64) + 50, MAX_DEVICE_SAMPLES)
-    u = rng.normal(0, spec.synthetic_alpha, k)
-    b_mean = rng.normal(0, spec.synthetic_beta, k)
+    u = rng.normal(0, options.alpha, k)
+    b_mean = rng.normal(0, options.beta, k)
     v = rng.normal(b_mean[:, None], 1, (k, DIMENSION))
     w = rng.normal(u[:, None, None], 1, (k, DIMENSION, NUM_CLASSES))
     b = rng.normal(u[:, None], 1, (k, NUM_CLASSES))
@@ -39,7 +56,7 @@ def load(spec: DataSpec, rng: np.random.Generator) -> Pool:
         y[rows] = np.argmax(x[rows] @ w[i] + b[i], axis=1)  # softmax is monotone: argmax is enough
 
     # Samples within a device are i.i.d., so the last share of each device is a fair test split.
-    n_test = np.round(sizes * spec.test_fraction).astype(np.int64)
+    n_test = np.round(sizes * context.test_fraction).astype(np.int64)
     is_test = (np.arange(len(device)) - starts[device]) >= (sizes - n_test)[device]
     x = torch.from_numpy(x.astype(np.float32))
     y = torch.from_numpy(y)

@@ -8,38 +8,53 @@ entropy from the successor choice) and clients differ in what they talk about.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
+from workers.engine import registry
 from workers.engine.data.pool import Pool, held_out_count, writer_sizes
-from workers.engine.spec import DataSpec
+from workers.engine.registry import DataContext, DatasetShape, option
 
 VOCAB = 50_304
 SUCCESSORS = 8  # branching of the chain: the best possible loss is about log of this mix's entropy
 ZIPF = 1.1
 
 
-def load(spec: DataSpec, rng: np.random.Generator) -> Pool:
+@dataclass(frozen=True)
+class TokensOptions:
+    mean_samples: int = option(100, "Mean sequences per client.", min=1, max=100_000, size=True)
+    seq_len: int = option(64, "Tokens per sequence.", min=2, max=2048)
+
+
+def describe(options: TokensOptions, context: DataContext) -> DatasetShape:
+    # inputs and next tokens, int64 each
+    return DatasetShape((options.seq_len,), VOCAB, context.num_clients * options.mean_samples, 2 * 8 * options.seq_len)
+
+
+@registry.dataset("tokens", TokensOptions, task="lm", natural=True, describe=describe, context=True)
+def load(options: TokensOptions, rng: np.random.Generator, context: DataContext) -> Pool:
     """Sequences of ``seq_len`` tokens: ``x`` [N, seq_len] int64 and ``y`` = ``x`` shifted by one
     (the next tokens), ``task="lm"``; clients are natural writers with lognormal sizes of mean
     ``mean_samples`` sequences (min 1)."""
-    k = spec.num_clients
+    k = context.num_clients
     successors = _zipf_tokens(rng, (VOCAB, SUCCESSORS))
     choice_p = _zipf_weights(SUCCESSORS)
-    sizes = writer_sizes(k, spec.mean_samples, rng, low=1)
+    sizes = writer_sizes(k, options.mean_samples, rng, low=1)
     train_writer = np.repeat(np.arange(k), sizes)
-    test_writer = np.sort(rng.integers(k, size=held_out_count(len(train_writer), spec.test_fraction)))
+    test_writer = np.sort(rng.integers(k, size=held_out_count(len(train_writer), context.test_fraction)))
     # Per-client topic: a client-specific offset moves its Zipfian start tokens elsewhere in the vocabulary.
     topic = rng.integers(VOCAB, size=k)
-    x_train, y_train = _sequences(train_writer, topic, successors, choice_p, spec.seq_len, rng)
-    x_test, y_test = _sequences(test_writer, topic, successors, choice_p, spec.seq_len, rng)
+    x_train, y_train = _sequences(train_writer, topic, successors, choice_p, options.seq_len, rng)
+    x_test, y_test = _sequences(test_writer, topic, successors, choice_p, options.seq_len, rng)
     return Pool(
         x_train=x_train,
         y_train=y_train,
         x_test=x_test,
         y_test=y_test,
         num_classes=VOCAB,
-        input_shape=(spec.seq_len,),
+        input_shape=(options.seq_len,),
         task="lm",
         writer_ids=train_writer,
         writer_names=[f"writer_{i}" for i in range(k)],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from workers.engine import registry
 from workers.engine.models.init import torch_default_init
 
 
@@ -41,3 +42,9 @@ class CNN(nn.Module):
 
     def init_parameters(self, generator: torch.Generator | None = None) -> None:
         torch_default_init(self, generator)
+
+
+@registry.model("cnn", vmappable=True)
+def cnn(input_shape: tuple[int, ...], num_classes: int, options) -> CNN:
+    """The FEMNIST CNN of the FedAvg paper (two 5×5 convolutions, 2048 hidden units)."""
+    return CNN(input_shape, num_classes)

@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from workers.engine import registry
+
 VOCAB = 50_304
 D_MODEL = 128
 LAYERS = 6
@@ -91,3 +93,9 @@ class LM14M(nn.Module):
             elif isinstance(m, nn.LayerNorm):
                 nn.init.ones_(m.weight)
                 nn.init.zeros_(m.bias)
+
+
+@registry.model("lm14m", task="lm", vmappable=True)
+def lm14m(input_shape: tuple[int, ...], num_classes: int, options) -> LM14M:
+    """A pythia-14m-sized transformer; its shape and vocabulary are fixed by the architecture."""
+    return LM14M()

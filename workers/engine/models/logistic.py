@@ -7,6 +7,7 @@ import math
 import torch
 from torch import nn
 
+from workers.engine import registry
 from workers.engine.models.init import torch_default_init
 
 
@@ -24,3 +25,9 @@ class Logistic(nn.Module):
 
     def init_parameters(self, generator: torch.Generator | None = None) -> None:
         torch_default_init(self, generator)
+
+
+@registry.model("logistic", vmappable=True)
+def logistic(input_shape: tuple[int, ...], num_classes: int, options) -> Logistic:
+    """Multinomial logistic regression on the flattened input."""
+    return Logistic(input_shape, num_classes)

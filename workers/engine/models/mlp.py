@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from workers.engine import registry
 from workers.engine.models.init import torch_default_init
+from workers.engine.registry import option
 
 
 class MLP(nn.Module):
@@ -31,3 +34,14 @@ class MLP(nn.Module):
 
     def init_parameters(self, generator: torch.Generator | None = None) -> None:
         torch_default_init(self, generator)
+
+
+@dataclass(frozen=True)
+class MLPOptions:
+    hidden: int = option(200, "Hidden units of the mlp.", min=1, max=65_536, size=True)
+
+
+@registry.model("mlp", MLPOptions, vmappable=True)
+def mlp(input_shape: tuple[int, ...], num_classes: int, options: MLPOptions) -> MLP:
+    """The 2NN of the FedAvg paper: two hidden ReLU layers."""
+    return MLP(input_shape, num_classes, hidden=options.hidden)

@@ -18,9 +18,13 @@ Initialisation follows the Keras original: he-normal (truncated) convs, glorot-u
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from workers.engine import registry
+from workers.engine.registry import option
 
 
 def _conv(c_in: int, c_out: int, stride: int) -> nn.Conv2d:
@@ -65,3 +69,15 @@ class VGG(nn.Module):
                 nn.init.trunc_normal_(m.weight, std=std, a=-2 * std, b=2 * std, generator=generator)
         nn.init.xavier_uniform_(self.head.weight, generator=generator)
         nn.init.zeros_(self.head.bias)
+
+
+@dataclass(frozen=True)
+class VGGOptions:
+    blocks: int = option(2, "VGG blocks: cnn-(6·blocks+2)-width.", min=1, max=8)
+    width: int = option(4, "VGG width multiplier.", min=1, max=64, size=True)
+
+
+@registry.model("vgg", VGGOptions, vmappable=True)
+def vgg(input_shape: tuple[int, ...], num_classes: int, options: VGGOptions) -> VGG:
+    """The VGG-like cnn-(6·blocks+2)-width of the TFF accelerator report."""
+    return VGG(input_shape, num_classes, blocks=options.blocks, width=options.width)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from workers.engine import registry
+
 
 class FedAvg:
     """Server SGD on the averaged update Δ̄ with learning rate ``lr`` (1.0 is plain averaging)."""
@@ -47,3 +49,9 @@ class FedAvg:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_params={self.num_params}, lr={self.lr})"
+
+
+@registry.strategy("fedavg")
+def fedavg(*, num_params: int, device: torch.device | str, lr: float, options) -> FedAvg:
+    """FedAvg: server SGD on the clients' weighted-average update."""
+    return FedAvg(num_params=num_params, device=device, lr=lr)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
+from workers.engine import registry
+from workers.engine.registry import option
 from workers.engine.strategies.fedavg import FedAvg
 
 
@@ -21,3 +25,14 @@ class FedAvgM(FedAvg):
     def step(self, global_flat: Tensor, avg_update: Tensor) -> None:
         self.m.mul_(self.momentum).add_(avg_update)
         global_flat.add_(self.m, alpha=self.lr)
+
+
+@dataclass(frozen=True)
+class FedAvgMOptions:
+    momentum: float = option(0.9, "Server momentum for FedAvgM.", min=0, max=0.999)
+
+
+@registry.strategy("fedavgm", FedAvgMOptions, moments=1)
+def fedavgm(*, num_params, device, lr: float, options: FedAvgMOptions) -> FedAvgM:
+    """FedAvgM: server SGD with heavy-ball momentum."""
+    return FedAvgM(num_params=num_params, device=device, lr=lr, momentum=options.momentum)

@@ -7,6 +7,7 @@ in the runner's straggler policy; the server step is exactly FedAvg's.
 
 from __future__ import annotations
 
+from workers.engine import registry
 from workers.engine.strategies.fedavg import FedAvg
 
 
@@ -14,3 +15,9 @@ class FedProx(FedAvg):
     """FedAvg's server step under FedProx's name (μ is used by client training, not here)."""
 
     name = "fedprox"
+
+
+@registry.strategy("fedprox")
+def fedprox(*, num_params, device, lr: float, options) -> FedProx:
+    """FedProx: FedAvg's server step; the proximal term μ is client training's."""
+    return FedProx(num_params=num_params, device=device, lr=lr)

@@ -8,10 +8,13 @@ decay when updates become sparse. Same initial v = τ² and no bias correction a
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from torch import Tensor
 
-from workers.engine.strategies.fedadam import FedAdam
+from workers.engine import registry
+from workers.engine.strategies.fedadam import AdamOptions, FedAdam
 
 
 class FedYogi(FedAdam):
@@ -26,3 +29,9 @@ class FedYogi(FedAdam):
     def _update_v(self, squared: Tensor) -> None:
         sign = torch.sub(self.v, squared, out=self._sign).sign_()
         self.v.addcmul_(squared, sign, value=-(1 - self.beta2))
+
+
+@registry.strategy("fedyogi", AdamOptions, server_optimizer="yogi", moments=2)
+def fedyogi(*, num_params, device, lr: float, options: AdamOptions) -> FedYogi:
+    """FedYogi: Yogi's additive second moment on the server."""
+    return FedYogi(num_params=num_params, device=device, lr=lr, **dataclasses.asdict(options))

@@ -1,0 +1,108 @@
+"""Specs written before components: the flat shape upgraded to ``{"name", "options"}`` sections.
+
+Experiments stored in the database, checkpoints, saved sweeps and users' JSON files carry the old
+flat spec (``{"data": {"dataset": "digits", "image_size": 28, ...}, "model": {"name": "cnn",
+"hidden": 200, "blocks": 2, "width": 4}, "communication": {"uplink": "topk", "topk_ratio": 0.01}}``),
+often with every old field present whatever was chosen. :func:`upgrade` rewrites such a dict into
+today's shape before it is validated: an old option key moves into the chosen component's
+``options`` when that component has the option (renamed where the name changed) and is dropped
+otherwise, since it never had any effect there. Keys that were never spec fields are left alone,
+so validation still reports them. Pure: the input is not modified, nothing is stored.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+import workers.engine.registry as registry
+from workers.engine.spec_sections import SECTIONS, DownlinkSpec, UplinkSpec
+
+# The old flat option keys of each component section, and their names as component options.
+OLD_OPTION_KEYS = {
+    "model": {"hidden": "hidden", "blocks": "blocks", "width": "width"},
+    "data": {
+        "path": "path",
+        "image_size": "image_size",
+        "num_classes": "num_classes",
+        "mean_samples": "mean_samples",
+        "synthetic_alpha": "alpha",
+        "synthetic_beta": "beta",
+        "seq_len": "seq_len",
+    },
+    "algorithm": {"server_momentum": "momentum", "beta1": "beta1", "beta2": "beta2", "tau": "tau"},
+}
+KIND_OF = {"model": "model", "data": "dataset", "algorithm": "strategy"}
+LINKS = {"uplink": UplinkSpec, "downlink": DownlinkSpec}
+OLD_RATIO_KEY, RATIO_OPTION = "topk_ratio", "ratio"
+
+
+def upgrade(spec: Any) -> Any:
+    """``spec`` in today's shape (a copy); anything that is not an object is returned as it is."""
+    if not isinstance(spec, dict):
+        return spec
+    out = copy.deepcopy(spec)
+    for section in OLD_OPTION_KEYS:
+        if isinstance(out.get(section), dict):
+            out[section] = _upgrade_component(section, out[section])
+    if isinstance(out.get("communication"), dict):
+        out["communication"] = _upgrade_communication(out["communication"])
+    return out
+
+
+def legacy_field(dotted: str) -> str | None:
+    """Today's dotted name of an old flat field (``model.width`` -> ``model.options.width``,
+    ``data.dataset`` -> ``data.name``, ``communication.uplink`` -> ``communication.uplink.name``);
+    None when ``dotted`` was not an old field (``communication.topk_ratio`` names two links: see
+    :func:`upgrade`)."""
+    section, _, name = dotted.partition(".")
+    if section == "data" and name == "dataset":
+        return "data.name"
+    if section == "communication" and name in LINKS:
+        return f"communication.{name}.name"
+    new = OLD_OPTION_KEYS.get(section, {}).get(name)
+    return f"{section}.options.{new}" if new else None
+
+
+def _upgrade_component(section: str, d: dict) -> dict:
+    if section == "data" and "dataset" in d:
+        d["name"] = d.pop("dataset")
+    old = {key: d.pop(key) for key in list(d) if key in OLD_OPTION_KEYS[section]}
+    if not old:
+        return d
+    known = _option_names(KIND_OF[section], d.get("name", _default_name(SECTIONS[section])))
+    options = d.get("options") if isinstance(d.get("options"), dict) else {}
+    for key, value in old.items():
+        new = OLD_OPTION_KEYS[section][key]
+        if new in known:
+            options[new] = value
+    d["options"] = options
+    return d
+
+
+def _upgrade_communication(d: dict) -> dict:
+    ratio_given = OLD_RATIO_KEY in d
+    ratio = d.pop(OLD_RATIO_KEY, None)
+    for link in LINKS:
+        value = d.get(link)
+        if isinstance(value, str):  # a bare codec name
+            value = d[link] = {"name": value}
+        if ratio_given and isinstance(value, dict):
+            if RATIO_OPTION in _option_names("codec", value.get("name", _default_name(LINKS[link]))):
+                value.setdefault("options", {})
+                if isinstance(value["options"], dict):
+                    value["options"][RATIO_OPTION] = ratio
+    return d
+
+
+def _default_name(section: type) -> str:
+    return next(f.default for f in dataclasses.fields(section) if f.name == "name")
+
+
+def _option_names(kind: str, name: Any) -> set[str]:
+    # An unknown (or not even string) name keeps no option: validation then names the bad name.
+    try:
+        return {f.name for f in dataclasses.fields(registry.get(kind, name).options)}
+    except (registry.UnknownComponent, TypeError):
+        return set()
