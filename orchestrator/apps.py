@@ -7,3 +7,8 @@ class OrchestratorConfig(AppConfig):
 
     def ready(self) -> None:
         from orchestrator import access_signals, scheduling  # noqa: F401 - connect their receivers
+        from workers.engine.plugins import load_plugins
+
+        # The web validates specs and records their plugins' provenance, so it loads the same plugins
+        # as the workers, at start-up: one that fails to import stops the process, naming it.
+        load_plugins()

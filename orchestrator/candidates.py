@@ -3,7 +3,7 @@
 Everything a scheduling decision needs is read here from the database, never from a process's
 memory, so any process (the web, any worker's heartbeat) decides the same way, and a restart
 loses nothing: ready rounds, their measured round times and peak memory, each user's (or team's)
-accumulated round seconds, and which live workers have room.
+accumulated round seconds, and which live workers have room (and which plugins they loaded).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from orchestrator.models import ACTIVE, Experiment, RoundMetric, Worker
 from orchestrator.policies import Candidate, QueueView
+from workers.engine import provenance
 
 DEFAULT_PROBE_ROUND_SECONDS = 1.0  # srtf's guess for a round when no experiment of the queue has run one
 
@@ -30,6 +31,11 @@ class WorkerRoom:
     capacity_mb: float  # the memory budget `pack` fits rounds into (0: never pack)
     sends: int  # its send counter when read: packing it again requires it unchanged
     in_flight_mem_mb: list[float | None] = field(default_factory=list)  # one per round held or sent to it
+    plugins: list[dict] = field(default_factory=list)  # registry.installed_plugins() of its last heartbeat
+
+    def has_plugins(self, recorded: list[dict]) -> bool:
+        """May this worker run a round of an experiment that recorded ``recorded`` plugins?"""
+        return not provenance.missing(recorded, self.plugins)
 
 
 def policy_for(queue: str) -> str:
@@ -135,7 +141,7 @@ def live_rooms(queue: str, now: datetime) -> list[WorkerRoom]:
     a packed send made after this read makes ``reserve`` fail rather than pack on stale state.
     """
     rooms = {
-        w.hostname: WorkerRoom(w.hostname, w.slots, _capacity_mb(queue, w.devices), w.sends)
+        w.hostname: WorkerRoom(w.hostname, w.slots, _capacity_mb(queue, w.devices), w.sends, plugins=w.plugins or [])
         for w in Worker.live()
         if queue in w.serve_queues()
     }

@@ -66,6 +66,7 @@ class WorkerEvent(TypedDict):
     hostname: str
     queue: str
     devices: list
+    plugins: list  # registry.installed_plugins(): [{"name", "version", "hash", "components"}]
     last_heartbeat: str
     current_experiment_id: int | None  # None also when the viewer may not read that experiment
     current_experiment_name: str  # "" likewise
@@ -123,7 +124,7 @@ def status_event(experiment) -> StatusEvent:
         "started": _iso(experiment.started),
         "finished": _iso(experiment.finished),
         "worker": experiment.worker,
-        "waiting": waiting_status(experiment.status, experiment.queue, experiment.spec),
+        "waiting": waiting_status(experiment.status, experiment.queue, experiment.spec, plugins=experiment.plugins),
         "final": experiment.is_settled,
     }
 
@@ -144,6 +145,7 @@ def worker_event(worker) -> WorkerEvent:
         "hostname": worker.hostname,
         "queue": worker.queue,
         "devices": worker.devices,
+        "plugins": worker.plugins or [],
         "last_heartbeat": worker.last_heartbeat.isoformat(),
         "current_experiment_id": worker.current_experiment_id,
         "current_experiment_name": worker.current_experiment.name if worker.current_experiment_id else "",

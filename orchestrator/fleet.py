@@ -21,6 +21,7 @@ class Worker(models.Model):
     )
     slots = models.PositiveIntegerField(default=1)  # rounds it runs at once (its --concurrency)
     sends = models.PositiveIntegerField(default=0)  # bumped per packed send: two schedulers never pack it at once
+    plugins = models.JSONField(default=list, blank=True)  # registry.installed_plugins() of its last heartbeat
 
     class Meta:
         ordering = ["hostname"]

@@ -1,8 +1,12 @@
 """The new-experiment form: one field per spec field, generated from the engine's ``spec_fields()``.
 
 Field names are the dotted spec names with ``__`` for the dot (``data__alpha``), so an engine
-``SpecError("data.alpha", ...)`` lands next to the right input. ``clean()`` builds the spec dict
-and validates it with ``Spec.from_dict``: what the form accepts is exactly what the engine runs.
+``SpecError("data.alpha", ...)`` lands next to the right input. A component's options are one
+field per registered component and option (``model__options__vgg__width``), shown only while
+that component is selected; only the selected component's options go into the spec, and an
+error on ``model.options.width`` lands on the selected component's input. ``clean()`` builds the
+spec dict and validates it with ``Spec.from_dict``: what the form accepts is exactly what the
+engine runs.
 """
 
 from __future__ import annotations
@@ -11,13 +15,11 @@ import json
 from typing import NamedTuple
 
 from django import forms
-from django.core.exceptions import ValidationError
 
 from fedweb import inputs
-from orchestrator.access import teams_for_creation
 from orchestrator.limits import check_new_spec
-from orchestrator.models import check_team_visibility
-from workers.engine.spec import SECTIONS, Spec, SpecError, spec_fields
+from orchestrator.owned_forms import OwnedForm
+from workers.engine.spec import COMPONENT_PATHS, SECTIONS, Spec, SpecError, option_key, spec_fields
 
 # Derived from the algorithm; showing it would only let the two disagree.
 HIDDEN_SPEC_FIELDS = {"algorithm.server_optimizer"}
@@ -59,6 +61,12 @@ def spec_field(dotted: str, meta: dict) -> forms.Field:
     if kind == "float":
         return forms.FloatField(widget=forms.NumberInput(attrs={"step": "any", **attrs}), **common)
     return forms.CharField(required=meta["nullable"] is False and default is not None, **common)
+
+
+def _dig(d: dict, dotted: str):
+    for part in dotted.split("."):
+        d = d.get(part) if isinstance(d, dict) else None
+    return d
 
 
 class ScheduleField(forms.CharField):
@@ -122,27 +130,38 @@ def spec_initial(spec: dict) -> dict:
     """
     full = Spec.from_stored(spec).to_dict()
     initial = {}
-    for dotted in spec_fields():
-        section, _, name = dotted.partition(".")
-        initial[form_name(dotted)] = full[section][name] if name else full[section]
+    for dotted, meta in spec_fields().items():
+        if meta.get("option"):  # the selected component's value, the others' defaults
+            path = dotted.rsplit(".options.", 1)[0]
+            section = _at(full, path)
+            chosen = section["name"] == meta["component"]
+            initial[form_name(dotted)] = section["options"][meta["option"]] if chosen else meta["default"]
+        else:
+            initial[form_name(dotted)] = _at(full, dotted)
     return initial
 
 
-class ExperimentForm(forms.Form):
-    name = forms.CharField(max_length=200)
-    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
-    tags = forms.CharField(required=False, help_text="Comma-separated, e.g. baseline, fedprox.")
-    team = forms.ModelChoiceField(queryset=None, required=False, help_text="Share it with a team you belong to.")
-    visibility = forms.ChoiceField(
-        choices=[("private", "private: only me"), ("team", "team: the team's members, by role")],
-        initial="private",
-        required=False,
-        help_text="A public read-only link can be made on the experiment's Sharing page.",
-    )
+def _at(d: dict, dotted: str):
+    for part in dotted.split("."):
+        d = d[part]
+    return d
+
+
+def _put(d: dict, dotted: str, value) -> None:
+    *parents, last = dotted.split(".")
+    for part in parents:
+        d = d.setdefault(part, {})
+    d[last] = value
+
+
+class ExperimentForm(OwnedForm):
+    help_texts = {
+        "tags": "Comma-separated, e.g. baseline, fedprox.",
+        "visibility": "A public read-only link can be made on the experiment's Sharing page.",
+    }
 
     def __init__(self, *args, preview: bool = False, user=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["team"].queryset = teams_for_creation(user)
+        super().__init__(*args, user=user, **kwargs)
         if preview:  # the live previews only need the spec
             for name in ("name", "description", "tags"):
                 self.fields[name].required = False
@@ -151,26 +170,18 @@ class ExperimentForm(forms.Form):
                 self.fields[form_name(dotted)] = spec_field(dotted, meta)
         self.spec: Spec | None = None
 
-    def clean_tags(self) -> list[str]:
-        tags = [t.strip() for t in self.cleaned_data["tags"].split(",")]
-        return list(dict.fromkeys(t for t in tags if t))
-
-    def clean_visibility(self) -> str:
-        return self.cleaned_data["visibility"] or "private"
-
     def clean(self):
-        cleaned = super().clean()
-        try:
-            check_team_visibility(cleaned.get("visibility"), cleaned.get("team"))
-        except ValidationError as e:
-            self.add_error(None, e)  # keyed by field: lands on "visibility"
+        cleaned = super().clean()  # name, tags, team and visibility (OwnedForm)
+        for name in self._unselected_options():
+            self.errors.pop(name, None)  # a hidden component's inputs have no say in the spec
         if self.errors:
             return cleaned  # the spec can't be judged from half of its fields
+        spec = self.spec_dict()
         try:
-            self.spec = Spec.from_dict(self.spec_dict())
+            self.spec = Spec.from_dict(spec)
             check_new_spec(self.spec)
         except SpecError as e:
-            field = form_name(e.field)
+            field = form_name(option_key(e.field, spec))
             if field in self.fields:
                 self.add_error(field, str(e))
             else:
@@ -178,19 +189,37 @@ class ExperimentForm(forms.Form):
         return cleaned
 
     def spec_dict(self) -> dict:
+        """The spec the inputs describe, in today's shape: only the selected components' options."""
         spec: dict = {}
-        for dotted in spec_fields():
-            if dotted in HIDDEN_SPEC_FIELDS:
+        fields = spec_fields()
+        skipped = set(self._unselected_options())
+        for dotted, meta in fields.items():
+            if dotted in HIDDEN_SPEC_FIELDS or form_name(dotted) in skipped:
                 continue
             value = self.cleaned_data.get(form_name(dotted))
-            if value == "" and spec_fields()[dotted]["nullable"]:
+            if value == "" and meta["nullable"]:
                 value = None
-            section, _, name = dotted.partition(".")
-            if name:
-                spec.setdefault(section, {})[name] = value
+            if meta.get("option"):
+                path = dotted.rsplit(".options.", 1)[0]
+                _put(spec, f"{path}.options.{meta['option']}", value)
             else:
-                spec[section] = value
+                _put(spec, dotted, value)
+        for path in COMPONENT_PATHS:  # a component without options still gets its (empty) options
+            if isinstance(_dig(spec, path), dict):
+                _dig(spec, path).setdefault("options", {})
         return spec
+
+    def _unselected_options(self) -> list[str]:
+        """Form names of the option inputs of components other than the selected ones."""
+        data = self.cleaned_data if hasattr(self, "cleaned_data") else {}
+        out = []
+        for dotted, meta in spec_fields().items():
+            if meta.get("option"):
+                path = dotted.rsplit(".options.", 1)[0]
+                selected = data.get(form_name(f"{path}.name"))
+                if selected != meta["component"]:
+                    out.append(form_name(dotted))
+        return out
 
     def fieldsets(self, advanced: bool = False) -> list[tuple[str, list[ShownField]]]:
         """[(section, [shown fields])] for the template: the main ones, or the ``advanced`` fold's."""

@@ -5,6 +5,7 @@ call :func:`check_new_spec`; experiments stored earlier are never re-judged.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from django.conf import settings
@@ -43,6 +44,9 @@ def device_kind(spec: Spec) -> str:
 
 def check_new_spec(spec: Spec) -> Estimate:
     """The spec's estimate, or ``SpecError`` naming the field over a limit or the bad path."""
-    if spec.data.path is not None:
-        confine(spec.data.path, datasets_root())
+    options = spec.data.options
+    for f in dataclasses.fields(options):  # every path option of the dataset, confined like the loader's
+        value = getattr(options, f.name)
+        if f.metadata.get("path") and value is not None:
+            confine(value, datasets_root(), f"data.options.{f.name}")
     return check_capacity(spec, server_limits(), device_kind(spec))

@@ -28,6 +28,7 @@ from orchestrator.limits import check_new_spec
 from orchestrator.records import Checkpoint, LogEntry, RoundMetric, checkpoint_folder
 from orchestrator.sharding import RoundShard
 from orchestrator.sweep_model import Sweep
+from workers.engine.provenance import spec_provenance
 from workers.engine.spec import Spec, SpecError
 
 __all__ = [
@@ -87,6 +88,9 @@ class Experiment(models.Model):
     # The sweep it is one run of; deleting the sweep deletes its runs.
     sweep = models.ForeignKey(Sweep, models.CASCADE, null=True, blank=True, related_name="experiments")
     spec = models.JSONField(validators=[validate_spec])
+    # The plugin components the spec uses, as created: [{"kind", "name", "plugin", "version", "hash"}].
+    # Its rounds run only on workers with that same plugin source (orchestrator.scheduling).
+    plugins = models.JSONField(default=list, blank=True, editable=False)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT, db_index=True)
     current_round = models.PositiveIntegerField(default=0)  # rounds completed and recorded
     total_rounds = models.PositiveIntegerField(default=0)
@@ -123,6 +127,7 @@ class Experiment(models.Model):
         spec = Spec.from_dict(self.spec) if self._state.adding else Spec.from_stored(self.spec)
         if self._state.adding:
             check_new_spec(spec)
+            self.plugins = spec_provenance(spec)  # every way of creating one (form, API, sweep) passes here
         self.spec = spec.to_dict()
         self.total_rounds = spec.rounds
         # A public experiment always has a link token, and only a public one has it.

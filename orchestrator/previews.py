@@ -5,6 +5,7 @@ the meta device, partitions of small datasets only) and cached.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -12,8 +13,10 @@ import math
 from django.core.cache import cache
 
 from orchestrator.limits import check_new_spec, server_limits
+from workers.engine import registry
 from workers.engine.capacity import LIMIT_SETTINGS, model_layout
-from workers.engine.spec import FILE_DATASETS, Spec, SpecError
+from workers.engine.data.shapes import describe
+from workers.engine.spec import Spec, SpecError
 
 PREVIEW_MAX_CLIENTS = 50
 # Above this many generated samples the preview would take seconds of CPU on the web server.
@@ -45,8 +48,8 @@ def bandwidth_estimate(spec: Spec) -> dict:
     layout = list(model_layout(spec))
     params = sum(layout)
     c = spec.communication
-    down = make_codec(c.downlink, layout, c.topk_ratio).payload_bytes()
-    up = make_codec(c.uplink, layout, c.topk_ratio).payload_bytes()
+    down = make_codec(c.downlink.name, layout, c.downlink.options).payload_bytes()
+    up = make_codec(c.uplink.name, layout, c.uplink.options).payload_bytes()
     clients = [spec.cohort_size(r) for r in range(1, spec.rounds + 1)]
     total_clients = sum(clients)
     return {
@@ -61,8 +64,8 @@ def bandwidth_estimate(spec: Spec) -> dict:
         "up_total": up * total_clients,
         "total": (down + up) * total_clients,
         "formula_total": 8 * params * total_clients,
-        "uplink": c.uplink,
-        "downlink": c.downlink,
+        "uplink": c.uplink.name,
+        "downlink": c.downlink.name,
         "resources": resource_estimate(spec),
         "privacy": privacy_estimate(spec),
     }
@@ -82,10 +85,12 @@ def privacy_estimate(spec: Spec) -> dict | None:
 def partition_preview(spec: Spec) -> dict:
     """The engine's ``partition_summary`` of the first clients, cached by the data section."""
     data = spec.data
-    if data.dataset in FILE_DATASETS:
-        raise SpecError("data.dataset", f"{data.dataset} is read from files; its partition is not previewed")
-    samples = data.num_clients * data.mean_samples if data.dataset in ("synthetic_images", "tokens") else 0
-    if samples > PREVIEW_MAX_SAMPLES or (data.dataset == "synthetic" and data.num_clients > 2000):
+    component = registry.get("dataset", data.name)
+    if any(f.metadata.get("path") for f in dataclasses.fields(component.options)):
+        raise SpecError("data.name", f"{data.name} is read from files; its partition is not previewed")
+    if component.traits.get("describe") is None:
+        raise SpecError("data.name", f"{data.name} does not describe its size; its partition is not previewed")
+    if describe(data).train_samples > PREVIEW_MAX_SAMPLES:
         raise SpecError("data.num_clients", "is too large to preview here (the run itself is fine)")
     section = json.dumps({"data": spec.to_dict()["data"], "seed": spec.seed}, sort_keys=True)
     key = "partition-preview:" + hashlib.sha256(section.encode()).hexdigest()
@@ -93,6 +98,11 @@ def partition_preview(spec: Spec) -> dict:
     if summary is None:
         from workers.engine.data import partition_summary
 
-        summary = partition_summary(data, spec.seed, PREVIEW_MAX_CLIENTS)
+        try:
+            summary = partition_summary(data, spec.seed, PREVIEW_MAX_CLIENTS)
+        except SpecError:
+            raise
+        except Exception as e:  # a plugin loader's own failure is shown beside the dataset, not a 500
+            raise SpecError("data.name", f"{data.name} could not be loaded: {type(e).__name__}: {e}") from None
         cache.set(key, summary, 3600)
     return summary

@@ -18,6 +18,7 @@ from fedweb.celery import app
 from orchestrator.candidates import policy_for
 from orchestrator.fleet import Worker
 from orchestrator.models import ACTIVE, Experiment, Status
+from workers.engine.provenance import has_plugin, label, required
 
 BROKER_TIMEOUT_S = 1.0
 START_HINT = "celery -A fedweb worker -Q {queue} --concurrency 1"
@@ -27,6 +28,7 @@ START_HINT = "celery -A fedweb worker -Q {queue} --concurrency 1"
 class LiveWorker:
     hostname: str
     gpus: int  # GPUs the worker reports in its heartbeat (0: CPU only, or no NVML)
+    plugins: list[dict] = field(default_factory=list, compare=False)  # registry.installed_plugins() it reports
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,8 @@ class QueueState:
 def live_workers_by_queue() -> dict[str, list[LiveWorker]]:
     """Every queue some live worker serves, with those workers (one query)."""
     served: dict[str, list[LiveWorker]] = {}
-    for worker in Worker.live().only("hostname", "queue", "devices"):
-        live = LiveWorker(worker.hostname, len(worker.devices or []))
+    for worker in Worker.live().only("hostname", "queue", "devices", "plugins"):
+        live = LiveWorker(worker.hostname, len(worker.devices or []), worker.plugins or [])
         for queue in worker.serve_queues():
             served.setdefault(queue, []).append(live)
     return served
@@ -102,35 +104,56 @@ def queue_states(*, broker: bool = False) -> list[QueueState]:
     ]
 
 
-def waiting_reason(queue: str, device: str, served: dict[str, list[LiveWorker]] | None = None) -> str:
+def waiting_reason(
+    queue: str, device: str, served: dict[str, list[LiveWorker]] | None = None, plugins: list[dict] | None = None
+) -> str:
     """Why a run on ``queue`` for ``device`` cannot start now, or "" when a live worker can take it.
 
-    "waiting for a worker serving gpu" when no live worker serves the queue; "no live worker has
-    GPU 7" when the queue's live workers report fewer GPUs than a ``cuda:7`` spec needs.
+    "waiting for a worker serving gpu" when no live worker serves the queue; "no worker has plugin
+    X 1.2.0" when none of them loaded a plugin the run recorded (``plugins``) at its recorded hash;
+    "no live worker has GPU 7" when they report fewer GPUs than a ``cuda:7`` spec needs.
     """
     served = live_workers_by_queue() if served is None else served
     workers = served.get(queue, [])
     if not workers:
         return f"waiting for a worker serving {queue}"
+    if plugins and (reason := _plugins_reason(workers, plugins)):
+        return reason
     index = _gpu_index(device)
     if index is None or any(w.gpus > index for w in workers):
         return ""
     return f"no live worker has GPU {index}" if device[5:].isdigit() else "no live worker has a GPU"
 
 
-def run_waiting_reason(status: str, queue: str, spec: dict, served: dict[str, list[LiveWorker]] | None = None) -> str:
+def _plugins_reason(workers: list[LiveWorker], plugins: list[dict]) -> str:
+    # The first plugin no worker has names it; if each is somewhere but none has them all, name them.
+    needed = required(plugins)
+    for need in needed:
+        if not any(has_plugin(w.plugins, need) for w in workers):
+            return f"no worker has plugin {label(need)}"
+    if not any(all(has_plugin(w.plugins, need) for need in needed) for w in workers):
+        return f"no worker has plugins {', '.join(label(n) for n in needed)} together"
+    return ""
+
+
+def run_waiting_reason(
+    status: str, queue: str, spec: dict, served: dict[str, list[LiveWorker]] | None = None, plugins=None
+) -> str:
     """The waiting reason of a queued or running run; "" for any other status or the inline queue."""
     if status not in ACTIVE or queue in ("", "inline"):
         return ""
     device = (spec.get("compute") or {}).get("device", "auto")
-    return waiting_reason(queue, device, served)
+    return waiting_reason(queue, device, served, plugins)
 
 
-def waiting_status(status: str, queue: str, spec: dict, served=None, depths: dict[str, int] | None = None):
+def waiting_status(
+    status: str, queue: str, spec: dict, served=None, depths: dict[str, int] | None = None, plugins=None
+):
     """What the dashboard's status line says while a run waits with no live worker able to take it:
     ``{"queue", "depth", "reason", "text"}``, or None when it is not waiting for a worker.
-    ``served`` and ``depths`` save the queries when many runs are asked about at once."""
-    reason = run_waiting_reason(status, queue, spec, served)
+    ``served`` and ``depths`` save the queries when many runs are asked about at once; ``plugins``
+    is the run's recorded plugins (``Experiment.plugins``)."""
+    reason = run_waiting_reason(status, queue, spec, served, plugins)
     if not reason:
         return None
     depth = (queue_depths() if depths is None else depths).get(queue, 0)
@@ -141,11 +164,13 @@ def waiting_status(status: str, queue: str, spec: dict, served=None, depths: dic
 def submit_warnings(experiment) -> list[str]:
     """What to tell whoever just queued ``experiment`` when no live worker can take it (a warning,
     never a refusal: a worker may be started later)."""
-    reason = run_waiting_reason(experiment.status, experiment.queue, experiment.spec)
+    reason = run_waiting_reason(experiment.status, experiment.queue, experiment.spec, plugins=experiment.plugins)
     if not reason:
         return []
     if reason.startswith("waiting"):
         hint = f"Start one with `{START_HINT.format(queue=experiment.queue)}`."
+    elif reason.startswith("no worker has plugin"):
+        hint = "It waits until a worker that loaded that plugin (FEDWEB_PLUGINS) serves the queue."
     else:
         hint = "It waits until a worker with that GPU serves the queue."
     return [f"Queued on '{experiment.queue}': {reason}. {hint}"]

@@ -57,6 +57,7 @@ class RoundMetric(models.Model):
     dp_clipped_fraction = models.FloatField(null=True)
     dp_epsilon = models.FloatField(null=True)
     recorded = models.DateTimeField(default=timezone.now)
+    worker = models.CharField(max_length=255, blank=True)  # the worker that ran it (plugin routing is checked on it)
 
     class Meta:
         ordering = ["experiment", "round"]
@@ -70,6 +71,7 @@ class RoundMetric(models.Model):
         """Store a round's result; a second delivery of the same round keeps the first row."""
         # .get: a result sent by a worker older than a newer (nullable) field still records.
         values = {name: result.get(name) for name in ROUND_RESULT_FIELDS if name != "round"}
+        values["worker"] = experiment.worker  # the claimant: the round task records after claiming
         metric, _ = cls.objects.get_or_create(experiment=experiment, round=result["round"], defaults=values)
         return metric
 

@@ -4,7 +4,7 @@ A round is *ready* when its experiment is active and the round before it is reco
 resume, after each round). ``schedule(queue)`` sends ready rounds in the order of the queue's
 policy (``orchestrator.policies``: fifo, priority, srtf, fair, pack; FEDWEB_POLICY) while the queue
 has room: its live workers' slots minus rounds running under a live lease minus rounds sent and
-not yet claimed. Everything it decides from is in the database (``orchestrator.candidates``), so
+not yet claimed, a sharded round counting once per shard still sent or training. Everything it decides from is in the database (``orchestrator.candidates``), so
 any process decides alike and a restart loses nothing. It runs after every recorded round (and
 after any round task, whatever its outcome), on start and resume, and in every worker's heartbeat,
 so a worker that comes alive starts work within a heartbeat.
@@ -14,6 +14,17 @@ broker holds them until a worker comes, as before policies existed; under ``pack
 the database instead, because a packed round is sent to one chosen worker's own queue
 (``<hostname>.dq2``, Celery's worker_direct) only when ``pack_fits`` says the measured peaks of
 the rounds on that worker, plus its own, fit in the worker's memory budget.
+
+A run that uses plugin components (``Experiment.plugins``, recorded at creation) goes only to a
+worker that loaded every one of them at the recorded source hash (``provenance.missing``, fed the
+``plugins`` of each worker's last heartbeat). Such a round is sent to an eligible live worker's
+own queue, as ``pack`` sends, rather than to the shared queue or to a queue per plugin set:
+the shared queue cannot choose its consumer, and a queue per set would need workers to learn new
+queues at run time, while the direct queue already exists, is free of per-set bookkeeping, and is
+covered by the reconciler (a round sent to a worker that died is released and sent again). With
+no eligible live worker it waits in the database, and ``queues.waiting_reason`` says which plugin
+is missing. The round task checks again before claiming (``workers.tasks``): a worker that lacks
+one refuses, logs why and releases the round, so a stale heartbeat costs a resend, never a round.
 
 No round is ever lost. Every send is recorded on the experiment (``dispatched_round`` /
 ``dispatched_at``) with a conditional UPDATE, so of several senders racing for the same round
@@ -29,7 +40,7 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import F
+from django.db.models import Count, F
 from django.dispatch import receiver
 from django.utils import timezone
 
@@ -98,28 +109,64 @@ def schedule(queue: str) -> list[tuple[int, int]]:
         return _pack(ordered, by_id, candidates.live_rooms(queue, now))
     slots = sum(w.slots for w in Worker.live() if queue in w.serve_queues())
     # No live worker: the broker holds the rounds until one comes (it then runs them in this order).
-    room = slots - candidates.busy_rounds(queue, now) if slots else len(ordered)
+    room = slots - candidates.busy_rounds(queue, now) - _extra_shards(queue) if slots else len(ordered)
+    rooms = None  # the live workers, read only when a run needs plugins
     sent = []
     for c in ordered:
         if len(sent) >= room:
             break
         e = by_id[c.experiment_id]
-        if dispatch_round(e, e.current_round + 1):
+        target = None
+        if e.plugins:
+            rooms = candidates.live_rooms(queue, now) if rooms is None else rooms
+            target = _plugin_target(rooms, e.plugins)
+            if target is None:
+                continue  # no eligible worker has a free slot: it waits (queues.waiting_reason says why)
+        if dispatch_round(e, e.current_round + 1, to=target.hostname if target else ""):
             sent.append((e.pk, e.current_round + 1))
+            if target is not None:
+                target.in_flight_mem_mb.append(c.peak_mem_mb)
     return sent
 
 
+def _plugin_target(rooms: list[candidates.WorkerRoom], plugins: list[dict]) -> candidates.WorkerRoom | None:
+    """The least busy live worker with every plugin of ``plugins`` and a free slot, reserved."""
+    for room in sorted(rooms, key=lambda r: (len(r.in_flight_mem_mb), r.hostname)):
+        if len(room.in_flight_mem_mb) < room.slots and room.has_plugins(plugins) and candidates.reserve(room):
+            return room
+    return None
+
+
+def _extra_shards(queue: str) -> int:
+    """Slots that sharded rounds take beyond the one ``busy_rounds`` counts per experiment: every shard
+    sent or training (not done) holds, or will hold, a worker's slot of the queue."""
+    rows = (
+        sharding.RoundShard.objects.filter(
+            experiment__queue=queue, experiment__status__in=ACTIVE, round=F("experiment__current_round") + 1, done=False
+        )
+        .values("experiment")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    return sum(row["n"] - 1 for row in rows)
+
+
 def _pack(ordered: list[policies.Candidate], by_id: dict, rooms: list[candidates.WorkerRoom]) -> list[tuple[int, int]]:
-    """Send each ready round, in order, to the least busy live worker it fits on (none: it waits)."""
+    """Send each ready round, in order, to the least busy live worker it fits on and that has its
+    plugins (none: it waits)."""
     sent = []
     for c in ordered:
+        e = by_id[c.experiment_id]
         for room in sorted(rooms, key=lambda r: (len(r.in_flight_mem_mb), r.hostname)):
-            if not _fits(room, c) or not candidates.reserve(room):
+            if not room.has_plugins(e.plugins) or not _fits(room, c) or not candidates.reserve(room):
                 continue
-            e = by_id[c.experiment_id]
-            if dispatch_round(e, e.current_round + 1, to=room.hostname):
-                room.in_flight_mem_mb.append(c.peak_mem_mb)
-                sent.append((e.pk, e.current_round + 1))
+            if not dispatch_round(e, e.current_round + 1, to=room.hostname):
+                # Another scheduler sent this round after our rooms were read: where it went, and so
+                # what is in flight, is unknown here. Packing more on that stale view could start two
+                # rounds that do not fit together; that scheduler's pass (or the next) decides instead.
+                return sent
+            room.in_flight_mem_mb.append(c.peak_mem_mb)
+            sent.append((e.pk, e.current_round + 1))
             break
     return sent
 

@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from accounts.models import Team
-from orchestrator import access
+from orchestrator import access, spec_schema  # noqa: F401 - spec_schema documents SpecField in the OpenAPI schema
 from orchestrator.limits import check_new_spec
 from orchestrator.models import Experiment, RoundMetric, Visibility, check_team_visibility
 from orchestrator.queues import submit_warnings
@@ -16,7 +16,12 @@ from workers.engine.result import ROUND_RESULT_FIELDS
 from workers.engine.spec import Spec, SpecError
 
 
+class SpecField(serializers.JSONField):
+    """An experiment spec: plain JSON here; the OpenAPI schema documents its fields (orchestrator.spec_schema)."""
+
+
 class ExperimentSerializer(serializers.ModelSerializer):
+    spec = SpecField(read_only=True)
     owner = serializers.CharField(source="owner.username", read_only=True)
     role = serializers.SerializerMethodField(
         help_text="What you are to it: owner, superuser, team owner, member, viewer"
@@ -30,7 +35,7 @@ class ExperimentSerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "description", "tags", "owner", "team", "visibility", "status", "current_round",
             "total_rounds", "error", "worker", "created", "queued_at", "started", "finished", "spec",
-            "role", "can_control", "can_delete", "share_url", "priority",
+            "role", "can_control", "can_delete", "share_url", "priority", "plugins",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -91,7 +96,7 @@ class ExperimentCreateSerializer(TeamAndVisibility, serializers.Serializer):
     tags = serializers.ListField(child=serializers.CharField(max_length=50), required=False, default=list)
     team = serializers.PrimaryKeyRelatedField(queryset=Team.objects.all(), required=False, allow_null=True)
     visibility = serializers.ChoiceField(choices=Visibility.choices, required=False, default=Visibility.PRIVATE)
-    spec = serializers.JSONField(help_text="The experiment spec; every field has a default")
+    spec = SpecField(help_text="The experiment spec; every field has a default")
     start = serializers.BooleanField(required=False, default=False, help_text="Queue it at once")
 
     def validate_spec(self, value) -> dict:

@@ -12,6 +12,10 @@ Recovery reuses the round's rules (:func:`reconcile`, from ``scheduling.reconcil
 whose holder died (lease ran out) or whose message went unclaimed too long is sent again, and so
 is a done shard whose holder died before concluding the round when every shard is done: its
 redelivery skips the training and concludes. Only the dead shard's work is repeated.
+
+A run with plugins (``Experiment.plugins``) sends each shard to the own queue of a live worker
+that has them at the recorded hash, spread by shard index (as ``scheduling`` does for its rounds),
+and, when none is live, to the worker that claimed the round: it passed the round task's check.
 """
 
 from __future__ import annotations
@@ -82,6 +86,21 @@ def fan_out(experiment, round_number: int) -> list[int]:
     return [r.index for r in todo if not _held(r, now) and _send(experiment, r, sent_at=r.dispatched_at)]
 
 
+def _shard_queue(experiment, index: int, queue: str):
+    """The shared queue, or for a run with plugins an eligible worker's own queue."""
+    if not experiment.plugins:
+        return queue
+    from celery.utils.nodenames import worker_direct
+
+    from orchestrator.fleet import Worker
+    from workers.engine.provenance import missing
+
+    eligible = sorted(
+        w.hostname for w in Worker.live() if queue in w.serve_queues() and not missing(experiment.plugins, w.plugins)
+    )
+    return worker_direct(eligible[index % len(eligible)] if eligible else experiment.worker)
+
+
 def _held(row: RoundShard, now) -> bool:
     return row.lease_expires is not None and row.lease_expires >= now
 
@@ -95,7 +114,9 @@ def _send(experiment, row: RoundShard, *, sent_at) -> bool:
         return False
     try:
         args = (experiment.pk, row.round, row.index)
-        app.send_task(SHARD_TASK, args, queue=experiment.queue or queue_name("cpu"))
+        app.send_task(
+            SHARD_TASK, args, queue=_shard_queue(experiment, row.index, experiment.queue or queue_name("cpu"))
+        )
     except Exception:  # broker away: recorded as sent, so the reconciler sends it again later
         log.warning("could not send shard %s of round %s of experiment %s", row.index, row.round, experiment.pk)
     return True

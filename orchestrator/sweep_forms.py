@@ -10,8 +10,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from fedweb import inputs
-from orchestrator.access import teams_for_creation
-from orchestrator.models import check_team_visibility
+from orchestrator.owned_forms import OwnedForm
 from orchestrator.sweep_model import SEED_FIELD, SWEEP_MODES
 from orchestrator.sweeps import SweepError, expand
 
@@ -61,16 +60,9 @@ def axes_text(axes: dict) -> str:
     return "\n".join(f"{f}: {json.dumps(v)}" for f, v in axes.items() if f != SEED_FIELD)
 
 
-class SweepForm(forms.Form):
-    name = forms.CharField(max_length=200)
-    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
-    tags = forms.CharField(required=False, help_text="Comma-separated.")
-    team = forms.ModelChoiceField(queryset=None, required=False, help_text="Share the sweep with a team you belong to.")
-    visibility = forms.ChoiceField(
-        choices=[("private", "private: only me"), ("team", "team: the team's members, by role")],
-        initial="private",
-        required=False,
-    )
+class SweepForm(OwnedForm):
+    help_texts = {"team": "Share the sweep with a team you belong to."}
+
     base_spec = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 12, "class": "mono"}),
         help_text="The spec every run shares (JSON); fields left out take their defaults.",
@@ -83,15 +75,8 @@ class SweepForm(forms.Form):
     sample_seed = forms.IntegerField(initial=0, min_value=0, required=False, help_text="random: the draw's seed.")
 
     def __init__(self, *args, user=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["team"].queryset = teams_for_creation(user)
+        super().__init__(*args, user=user, **kwargs)
         self.sweep_args: dict = {}
-
-    def clean_tags(self) -> list[str]:
-        return list(dict.fromkeys(t.strip() for t in self.cleaned_data["tags"].split(",") if t.strip()))
-
-    def clean_visibility(self) -> str:
-        return self.cleaned_data["visibility"] or "private"
 
     def clean_base_spec(self) -> dict:
         try:
@@ -118,11 +103,7 @@ class SweepForm(forms.Form):
             raise ValidationError(f"seeds {e}") from None
 
     def clean(self):
-        cleaned = super().clean()
-        try:
-            check_team_visibility(cleaned.get("visibility"), cleaned.get("team"))
-        except ValidationError as e:
-            self.add_error(None, e)
+        cleaned = super().clean()  # name, tags, team and visibility (OwnedForm)
         if self.errors:
             return cleaned
         axes = dict(cleaned["axes"])

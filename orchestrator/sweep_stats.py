@@ -10,6 +10,7 @@ from typing import Any
 
 from orchestrator.spec_table import flatten
 from orchestrator.sweep_model import SEED_FIELD
+from workers.engine.spec_legacy import legacy_field
 
 # The table's metrics: (key, label, RoundResult field, how one run's value is read from its rounds).
 METRICS = (
@@ -21,10 +22,32 @@ METRICS = (
 
 
 def value_at(spec: dict, dotted: str) -> Any:
-    """The value of a dotted field (``algorithm.mu``) in a spec dict; None where absent."""
-    section, _, name = dotted.partition(".")
-    node = spec.get(section)
-    return node.get(name) if name and isinstance(node, dict) else (None if name else node)
+    """The value of a swept field in a stored spec dict; None where absent. The field may be named
+    as the spec has it (``model.options.width``), as the form keys it (``model.options.vgg.width``)
+    or by its old flat name (``model.width``, ``communication.topk_ratio``): sweeps accept all three."""
+    for path in _paths(dotted):
+        node: Any = spec
+        for part in path.split("."):
+            if not isinstance(node, dict) or part not in node:
+                break
+            node = node[part]
+        else:
+            return node
+    return None
+
+
+def _paths(dotted: str) -> list[str]:
+    parts = dotted.split(".")
+    paths = [dotted]
+    if "options" in parts and len(parts) - parts.index("options") == 3:  # <path>.options.<component>.<option>
+        i = parts.index("options")
+        paths.append(".".join(parts[: i + 1] + parts[i + 2 :]))
+    if dotted == "communication.topk_ratio":  # set the ratio of whichever link uses top-k
+        paths += ["communication.uplink.options.ratio", "communication.downlink.options.ratio"]
+    legacy = legacy_field(dotted)
+    if legacy:
+        paths.append(legacy)
+    return paths
 
 
 def mean_std(values: list[float]) -> tuple[float | None, float | None]:

@@ -1,7 +1,8 @@
 """Sweeps: expand one submission into experiments, and create them all or none.
 
 A sweep is a base spec, ``axes`` (dotted spec field -> the list of values it takes, ``seed``
-among them) and a mode: ``grid`` runs every combination; ``random`` draws ``samples``
+among them; a component option as ``model.options.width`` or ``model.options.vgg.width``, and the
+old flat names such as ``model.width`` or ``communication.topk_ratio`` still work) and a mode: ``grid`` runs every combination; ``random`` draws ``samples``
 configurations from that grid with ``sample_seed`` (the same draw every time) and runs each with
 every seed. Every expanded spec passes the same checks as a single experiment; an error names the
 field and the point, and nothing is stored unless every point is valid.
@@ -10,6 +11,7 @@ field and the point, and nothing is stored unless every point is valid.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import json
 import random
@@ -22,7 +24,8 @@ from django.db import transaction
 from orchestrator.limits import check_new_spec
 from orchestrator.models import Experiment, Sweep
 from orchestrator.sweep_model import SEED_FIELD, SWEEP_MODES
-from workers.engine.spec import Spec, SpecError, spec_fields
+from workers.engine import registry, spec_legacy
+from workers.engine.spec import COMPONENT_PATHS, Spec, SpecError, spec_fields
 
 MAX_ERRORS = 5  # errors reported per field: enough to see the pattern, not a wall of text
 
@@ -43,10 +46,9 @@ def check_axes(axes: Any) -> dict[str, list]:
     """The axes as {dotted field: non-empty list of distinct values}, or ``SweepError`` naming the field."""
     if not isinstance(axes, dict) or not axes:
         raise _fail("axes", "axes must map at least one spec field to a list of values")
-    known = set(spec_fields())
     checked: dict[str, list] = {}
     for field, values in axes.items():
-        if field not in known:
+        if not _targets(field):
             raise _fail("axes", f"axes.{field} is not a spec field")
         if not isinstance(values, list) or not values:
             raise _fail("axes", f"axes.{field} must be a non-empty list of values")
@@ -93,18 +95,74 @@ def points(axes: dict[str, list], base: dict, *, mode: str, samples: int | None,
     return [{**config, SEED_FIELD: seed} for config, seed in itertools.product(configs, seeds)]
 
 
+def _targets(field: str) -> list[str]:
+    """The dotted paths an axis sets in today's spec shape; [] when it names no spec field."""
+    fields = spec_fields()
+    if field in fields:
+        meta = fields[field]
+        return [field.rsplit(".options.", 1)[0] + f".options.{meta['option']}"] if meta.get("option") else [field]
+    if field == f"communication.{spec_legacy.OLD_RATIO_KEY}":
+        return [f"communication.{link}.options.{spec_legacy.RATIO_OPTION}" for link in spec_legacy.LINKS]
+    new = spec_legacy.legacy_field(field)
+    if new is not None:
+        return _targets(new) or [new]
+    path, _, option = field.partition(".options.")
+    if path in COMPONENT_PATHS and option and "." not in option:
+        if any(f"{path}.options.{c}.{option}" in fields for c in registry.names(COMPONENT_PATHS[path])):
+            return [field]
+    return []
+
+
 def with_values(base: dict, point: dict) -> dict:
-    """A copy of the spec dict ``base`` with each dotted field of ``point`` set."""
-    spec = copy.deepcopy(base)
-    for dotted, value in point.items():
-        section, _, name = dotted.partition(".")
-        if name:
-            spec.setdefault(section, {})[name] = value
+    """A copy of the spec dict ``base`` (upgraded to today's shape) with each field of ``point``
+    set; a point that picks another component leaves out the options that component lacks."""
+    spec = spec_legacy.upgrade(copy.deepcopy(base))
+    renamed = []
+    # Component names first, so that an option axis lands on the component the point selects.
+    for field, value in sorted(point.items(), key=lambda item: not item[0].endswith(".name")):
+        for dotted in _targets(field) or [field]:
+            if dotted.endswith(f".options.{spec_legacy.RATIO_OPTION}") and field.endswith(spec_legacy.OLD_RATIO_KEY):
+                if not _has_option(spec, dotted):
+                    continue  # the old communication.topk_ratio set only the links using top-k
+            _put(spec, dotted, value)
             if dotted == "algorithm.name":
-                spec[section].pop("server_optimizer", None)  # derived from the name
-        else:
-            spec[section] = value
+                spec["algorithm"].pop("server_optimizer", None)  # derived from the name
+            if dotted.endswith(".name") and dotted[: -len(".name")] in COMPONENT_PATHS:
+                renamed.append(dotted[: -len(".name")])
+    for path in renamed:
+        section = _get(spec, path)
+        if isinstance(section.get("options"), dict):
+            known = _option_names(path, section.get("name"))
+            section["options"] = {k: v for k, v in section["options"].items() if k in known}
     return spec
+
+
+def _option_names(path: str, name) -> set[str]:
+    try:
+        component = registry.get(COMPONENT_PATHS[path], name)
+    except (registry.UnknownComponent, TypeError):
+        return set()
+    return {f.name for f in dataclasses.fields(component.options)}
+
+
+def _has_option(spec: dict, dotted: str) -> bool:
+    path, _, option = dotted.partition(".options.")
+    section = _get(spec, path)
+    return option in _option_names(path, section.get("name", _get(Spec().to_dict(), path)["name"]))
+
+
+def _get(spec: dict, path: str) -> dict:
+    for part in path.split("."):
+        value = spec.get(part)
+        if not isinstance(value, dict):
+            value = spec[part] = {} if value is None else {"name": value}
+        spec = value
+    return spec
+
+
+def _put(spec: dict, dotted: str, value) -> None:
+    parent, _, last = dotted.rpartition(".")
+    (_get(spec, parent) if parent else spec)[last] = value
 
 
 def describe(point: dict) -> str:

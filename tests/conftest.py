@@ -49,6 +49,24 @@ def _isolated(request, settings, tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def example_plugin(monkeypatch):
+    """The example plugin loaded into this process as ``FEDWEB_PLUGINS`` loads it (yields its name),
+    then forgotten again."""
+    import sys
+
+    from workers.engine import registry
+    from workers.engine.plugins import load_plugins
+
+    monkeypatch.syspath_prepend(str(live.EXAMPLE_DIR))
+    load_plugins({"FEDWEB_PLUGINS": live.EXAMPLE_PLUGIN})
+    yield live.EXAMPLE_PLUGIN
+    for kind, name in live.EXAMPLE_COMPONENTS:
+        registry.unregister(kind, name)
+    for module in [m for m in sys.modules if m == live.EXAMPLE_PLUGIN or m.startswith(live.EXAMPLE_PLUGIN + ".")]:
+        del sys.modules[module]
+
+
+@pytest.fixture
 def enqueued(request):
     return request.node.enqueued
 

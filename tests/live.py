@@ -17,6 +17,10 @@ from fedweb.localredis import answers as redis_answers
 from fedweb.localredis import free_port, redis_server_binary
 
 ROOT = Path(__file__).resolve().parent.parent
+# The example plugin package (examples/fedweb-plugin-example), as tests load it with FEDWEB_PLUGINS.
+EXAMPLE_DIR = ROOT / "examples" / "fedweb-plugin-example"
+EXAMPLE_PLUGIN = "fedweb_plugin_example"
+EXAMPLE_COMPONENTS = [("model", "resnet_small"), ("dataset", "stripes"), ("strategy", "fedavg_clipped")]
 
 
 class EmbeddedRedis:

@@ -1,4 +1,5 @@
-"""Worker heartbeats: every few seconds a worker records itself, its queues and its GPUs, renews
+"""Worker heartbeats: every few seconds a worker records itself, its queues, its GPUs and its
+plugins (``registry.installed_plugins()``: what routing matches experiments against), renews
 the leases of the rounds its processes are running, and re-sends rounds that were lost
 (``orchestrator.scheduling.reconcile``), so a dead worker's round restarts within
 ``WORKER_LOST_AFTER`` seconds on any live worker.
@@ -79,16 +80,21 @@ def beat(hostname: str, queues: str, slots: int = 1):
 
     from orchestrator import events, scheduling
     from orchestrator.models import Worker
+    from workers.engine.registry import installed_plugins
 
     worker, _ = Worker.objects.update_or_create(
         hostname=hostname,
-        defaults={"queue": queues, "slots": slots, "devices": gpu_devices(), "last_heartbeat": timezone.now()},
-    )
+        defaults={
+            "queue": queues, "slots": slots, "devices": gpu_devices(), "plugins": installed_plugins(),
+            "last_heartbeat": timezone.now(),
+        },
+    )  # fmt: skip
     # Only rounds run by processes alive under this one keep their lease: a pool child that died
     # (OOM-killed) stops renewing at once, and so does a worker restarted under the same name.
     scheduling.renew_leases(hostname, _live_pids())
     events.publish_worker(worker)
-    events.publish_queues()  # the Workers page's queue table has no other event
+    if _publishes_queues(hostname):
+        events.publish_queues()  # the Workers page's queue table has no other event
     scheduling.reconcile()  # and schedules every queue with ready rounds: a new worker starts work here
     return worker
 
@@ -138,3 +144,19 @@ def _visible_indices(count: int) -> list[int]:
     if visible is None:
         return list(range(count))
     return [int(v) for v in visible.split(",") if v.strip().isdigit() and int(v) < count]
+
+
+def _publishes_queues(hostname: str) -> bool:
+    """Whether this worker sends the queue table this beat. Reading the broker's counts opens a
+    connection, so one worker does it for the fleet: the first by name among those that beat within
+    the last two intervals (a dead one is passed over after two intervals, not WORKER_LOST_AFTER)."""
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    from orchestrator.models import Worker
+
+    cutoff = timezone.now() - timedelta(seconds=2 * settings.HEARTBEAT_INTERVAL)
+    first = Worker.objects.filter(last_heartbeat__gte=cutoff).order_by("hostname").values_list("hostname", flat=True)
+    return first.first() in (None, hostname)

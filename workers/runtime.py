@@ -96,6 +96,8 @@ def _rebuild(experiment: Experiment, want: int, log_line: LogLine, group_size: i
     else:
         sim = Simulation(experiment.parsed_spec(), data_root=datasets_root())
         origin = "the start"
+    for note in sim.notes:  # e.g. a plugin model that trains sequentially, and why
+        log_line("warning", note)
     if group_size is not None and group_size != sim.spec.compute.client_group_size:
         sim.set_client_group_size(group_size)
     group_size = sim.spec.compute.client_group_size

@@ -22,11 +22,14 @@ def execute_shard(experiment_id: int, round_number: int, index: int, *, worker: 
     """Run shard ``index`` of round ``round_number`` (and conclude the round if it is the last)."""
     from orchestrator import sharding
     from orchestrator.models import Experiment
+    from workers.tasks import refuse_without_plugins
 
+    experiment = Experiment.objects.filter(pk=experiment_id).first()
+    if experiment is None or refuse_without_plugins(experiment, worker, f"shard {index + 1} of round {round_number}"):
+        return  # unclaimed: reconcile sends the shard again, to a worker that has the plugins
     row = sharding.claim(experiment_id, round_number, index, worker, os.getpid())
     if row is None:
         return  # a duplicate, late or stopped delivery: the claim is the arbiter
-    experiment = Experiment.objects.get(pk=experiment_id)
     try:
         _run(experiment, row, worker)
     finally:
@@ -37,9 +40,10 @@ def execute_shard(experiment_id: int, round_number: int, index: int, *, worker: 
 
 def _run(experiment, row, worker: str):
     from orchestrator import sharding
-    from orchestrator.models import Worker
+    from orchestrator.models import RoundMetric, Worker
     from workers import progress, runtime
     from workers.engine import shards
+    from workers.tasks import finish_round
 
     log_line = progress.to_experiment_log(experiment)
     Worker.objects.filter(hostname=worker).update(current_experiment=experiment)
@@ -62,25 +66,6 @@ def _run(experiment, row, worker: str):
         return None
     finally:
         Worker.objects.filter(hostname=worker).update(current_experiment=None)
-    return _record(experiment, row.round, result.to_dict())
-
-
-def _record(experiment, round_number: int, metrics: dict):
-    """What ``run_round`` does after training: record once, publish, complete or go on."""
-    from orchestrator import events, sharding
-    from orchestrator.models import ACTIVE, RoundMetric
-    from workers import runtime
-
+    metrics = result.to_dict()
     RoundMetric.record(experiment, metrics)
-    if not experiment.advance(round_number):
-        return None  # a racing conclusion of the same round recorded it first
-    sharding.forget_round(experiment.pk, round_number)
-    events.publish_round(experiment.pk, metrics)
-    if experiment.current_round >= experiment.total_rounds:
-        runtime.forget(experiment.pk)
-        experiment.complete()
-        return experiment
-    if experiment.status not in ACTIVE:
-        runtime.forget(experiment.pk)
-        events.publish_status(experiment)
-    return experiment
+    return finish_round(experiment, row.round, metrics, sharded=True)

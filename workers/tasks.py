@@ -49,19 +49,21 @@ def _schedule_queue_of(experiment_id: int) -> None:
 
 
 def _execute(experiment_id: int, round_number: int, worker: str, log_line):
-    from orchestrator.models import ACTIVE, Experiment, RoundMetric, Worker
+    from orchestrator.models import Experiment, RoundMetric, Worker
 
     experiment = Experiment.objects.filter(pk=experiment_id).first()
     if experiment is None:
         return None  # deleted
     was_running = experiment.status == "running"
+    if _lacks_plugins(experiment, round_number, worker):
+        return None
     # Claim first, before the engine (and torch) is imported: a worker that dies holding an
     # unclaimed round leaves nothing to show it had it, so keep that window to milliseconds.
     if not experiment.claim(round_number, worker, os.getpid()):
         _refused(experiment)
         return None
     from orchestrator import events
-    from workers import faults, progress, runtime
+    from workers import progress, runtime
 
     experiment.refresh_from_db()
     log_line = log_line or progress.to_experiment_log(experiment)
@@ -94,19 +96,80 @@ def _execute(experiment_id: int, round_number: int, worker: str, log_line):
         return None
     finally:
         Worker.objects.filter(hostname=worker).update(current_experiment=None)
+    return finish_round(experiment, round_number, metrics)
+
+
+def finish_round(experiment, round_number: int, metrics: dict, *, sharded: bool = False):
+    """After a round's metrics row is stored (by a round task, or by the shard that concluded a
+    sharded round): advance the run, publish the round, then complete, stop or go on.
+
+    ``advance`` is the arbiter: of racing deliveries of the same round one gets past it. Returns
+    the experiment when its next round should follow, else None.
+    """
+    from orchestrator import events
+    from orchestrator.models import ACTIVE
+    from workers import faults, runtime
+
     if not experiment.advance(round_number):
-        return None  # a racing delivery of the same round recorded it first
+        return None  # a racing delivery (or conclusion) of the same round recorded it first
+    if sharded:
+        from orchestrator import sharding
+
+        sharding.forget_round(experiment.pk, round_number)  # its shard rows and partial sums
     faults.crash_point("after-record", round_number)
-    events.publish_round(experiment_id, metrics)
+    events.publish_round(experiment.pk, metrics)
     if experiment.current_round >= experiment.total_rounds:
-        runtime.forget(experiment_id)
+        runtime.forget(experiment.pk)
         experiment.complete()
         return None
     if experiment.status not in ACTIVE:
-        runtime.forget(experiment_id)  # paused or cancelled at this boundary: free the memory
+        runtime.forget(experiment.pk)  # paused or cancelled at this boundary: free the memory
         events.publish_status(experiment)
         return None
     return experiment
+
+
+def _lacks_plugins(experiment, round_number: int, worker: str) -> bool:
+    """Refuse, before claiming, a round whose recorded plugins this process lacks (or has with
+    other source): it logs why on the experiment, corrects this worker's row (the scheduler chose it
+    from a heartbeat that is stale) and makes the round ready again for an eligible worker. Nothing
+    is claimed, so the round is neither lost nor run twice."""
+    from orchestrator.models import ACTIVE
+    from orchestrator.scheduling import release
+
+    claimable = experiment.status in ACTIVE and experiment.current_round == round_number - 1
+    if not claimable or experiment.round_in_flight():
+        return False  # a copy the claim refuses anyway
+    if not refuse_without_plugins(experiment, worker, f"round {round_number}"):
+        return False
+    release(experiment, sent_at=experiment.dispatched_at)
+    return True
+
+
+def refuse_without_plugins(experiment, worker: str, work: str) -> bool:
+    """Whether this process lacks a plugin the experiment recorded (or has it with other source).
+    If so, log it on the experiment, naming ``work`` ("round 3", "shard 1 of round 3"), and correct
+    this worker's row so the scheduler stops choosing it. Shared by the round and shard tasks."""
+    from orchestrator.models import Worker
+    from workers.engine.provenance import label, missing
+    from workers.engine.registry import installed_plugins
+
+    if not experiment.plugins:
+        return False
+    mine = installed_plugins()
+    lacking = missing(experiment.plugins, mine)
+    if not lacking:
+        return False
+    loaded = {p["name"]: p for p in mine}
+    for need in lacking:
+        has = loaded.get(need["plugin"])
+        other = f"; it has {label(has)} (hash {has['hash']})" if has else ""
+        experiment.log(
+            "warning",
+            f"worker {worker} lacks plugin {label(need)} (hash {need['hash']}){other}: {work} goes to a worker that has it",
+        )
+    Worker.objects.filter(hostname=worker).update(plugins=mine)
+    return True
 
 
 def _refused(experiment) -> None:

@@ -66,12 +66,12 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
 def experiment_statuses(request: HttpRequest) -> JsonResponse:
     ids = ids_param(request.GET.get("ids", ""))
     fields = ("pk", "status", "current_round", "total_rounds", "worker", "started", "finished")
-    rows = list(experiments_visible_to(request.user).filter(pk__in=ids).values(*fields, "queue", "spec"))
+    rows = list(experiments_visible_to(request.user).filter(pk__in=ids).values(*fields, "queue", "spec", "plugins"))
     active = any(r["status"] in ACTIVE for r in rows)  # else nothing waits: spare the queries
     served, depths = (live_workers_by_queue(), queue_depths()) if active else ({}, {})
     for row in rows:
-        row["waiting"] = waiting_status(row["status"], row["queue"], row["spec"], served, depths)
-        del row["queue"], row["spec"]
+        row["waiting"] = waiting_status(row["status"], row["queue"], row["spec"], served, depths, row["plugins"])
+        del row["queue"], row["spec"], row["plugins"]
     return JsonResponse({"experiments": {str(r.pop("pk")): r for r in rows}})
 
 
@@ -150,7 +150,7 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str,
     hosts = host_names(experiment) if token else []
     return {
         "experiment": experiment,
-        "waiting": waiting_status(experiment.status, experiment.queue, experiment.spec),
+        "waiting": waiting_status(experiment.status, experiment.queue, experiment.spec, plugins=experiment.plugins),
         "error": redact(experiment.error, hosts),
         "charts": dashboard_charts(rounds, experiment.spec),
         "last_rounds": table_rows(rounds[-200:]),

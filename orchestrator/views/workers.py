@@ -24,6 +24,7 @@ def _workers_for(user) -> list[dict]:
                 "hostname": w.hostname,
                 "queue": w.queue,
                 "devices": w.devices,
+                "plugins": w.plugins or [],
                 "last_heartbeat": w.last_heartbeat.isoformat(),
                 "seconds_ago": max(0, int((timezone.now() - w.last_heartbeat).total_seconds())),
                 "lost": w.is_lost,

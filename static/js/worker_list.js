@@ -25,6 +25,17 @@
       div.textContent = `${d.name} · ${Math.round(d.used_mb)} / ${Math.round(d.total_mb)} MB`;
       gpus.appendChild(div);
     }
+    const plugins = cell(tr);
+    plugins.className = "plugins";
+    if (!(w.plugins || []).length) plugins.append(Object.assign(document.createElement("span"), { className: "muted", textContent: "none" }));
+    for (const p of w.plugins || []) {
+      const div = document.createElement("div");
+      div.title = (p.components || []).join(", ");
+      const name = document.createElement("code"); name.textContent = p.name;
+      const hash = document.createElement("code"); hash.textContent = p.hash || "no source";
+      div.append(name, ` ${p.version || ""} · `, hash);
+      plugins.appendChild(div);
+    }
     const current = cell(tr);
     if (w.current_experiment_id) {
       const a = document.createElement("a");

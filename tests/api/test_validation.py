@@ -20,7 +20,7 @@ CASES = {
     "negative_rounds": ({"rounds": -3}, "rounds", "rounds must be >= 1"),
     "alpha_zero": ({"data": {"partition": "dirichlet", "alpha": 0}}, "data.alpha", "data.alpha must be > 0"),
     "alpha_negative": ({"data": {"alpha": -0.5}}, "data.alpha", "data.alpha must be > 0"),
-    "unknown_model": ({"model": {"name": "resnet9000"}}, "model.name", "model.name must be one of"),
+    "unknown_model": ({"model": {"name": "resnet9000"}}, "model.name", "model.name must be a registered model"),
     "schedule_shorter_than_rounds": (
         {"rounds": 5, "participation": {"schedule": [3, 4]}},
         "participation.schedule",

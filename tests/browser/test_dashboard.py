@@ -39,7 +39,7 @@ def test_it_runs_the_quickstart_preset_live_and_reports_offline(page, alice, dap
     # Shrunk through the form: the quickstart's CNN on 28x28 digits takes ~2 s a round on 2 shared
     # cores; the native 8x8 digits with the mlp (same 100 clients, 10 per round), 5 local epochs
     # at lr 0.1 take ~0.5 s a round and reach ~85% accuracy in 8 rounds.
-    page.select_option("#id_data__image_size", "8")
+    page.select_option("#id_data__options__digits__image_size", "8")
     page.select_option("#id_model__name", "mlp")
     page.fill("#id_local__epochs", "5")
     page.fill("#id_local__lr", "0.1")
@@ -48,7 +48,7 @@ def test_it_runs_the_quickstart_preset_live_and_reports_offline(page, alice, dap
     page.click("#submit")
     page.wait_for_url("**/experiments/*/")
     experiment = Experiment.objects.get()
-    assert experiment.spec["rounds"] == 8 and experiment.spec["data"]["image_size"] == 8
+    assert experiment.spec["rounds"] == 8 and experiment.spec["data"]["options"]["image_size"] == 8
     assert experiment.spec["model"]["name"] == "mlp" and experiment.spec["local"]["epochs"] == 5
 
     page.wait_for_function("() => document.getElementById('chart-accuracy').data[0].x.length === 8", timeout=120_000)
@@ -92,41 +92,72 @@ def test_it_runs_the_quickstart_preset_live_and_reports_offline(page, alice, dap
     assert page.errors == []
 
 
+def _pause(experiment: Experiment) -> int:
+    """Pause the run and wait until the round in flight, if any, is recorded: a point in the run
+    that stays put however fast rounds are. Returns the rounds recorded."""
+    experiment.refresh_from_db()
+    assert experiment.pause(), f"the run must still be going to pause it, not {experiment.status}"
+
+    def settled() -> bool:
+        experiment.refresh_from_db()
+        return experiment.claimed_round <= experiment.current_round
+
+    live.wait_for(settled, 60, "the round in flight to be recorded")
+    return experiment.current_round
+
+
+def _recorded(experiment: Experiment, rounds: int) -> None:
+    live.wait_for(lambda: Experiment.objects.get(pk=experiment.pk).current_round >= rounds, 60, f"round {rounds}")
+
+
 def test_it_reloads_mid_run_and_reconnects_without_duplicate_points(page, alice, live_env, workers, tmp_path):
     workers.start("w1")
     port = live.free_port()
     base = f"http://127.0.0.1:{port}"
     server = start_daphne(live_env, tmp_path, port)
+    total = 24
+    length = "() => document.getElementById('chart-loss').data[0].x.length"
     try:
-        # 28x28 digits with the CNN: ~2 s a round, slow enough to reload and restart in between.
-        spec = {"rounds": 12, "data": {"dataset": "digits", "num_clients": 100, "alpha": 0.5}, "model": {"name": "cnn"},
+        # Pauses (from here, between rounds) hold the run still at each step, whatever a round takes.
+        spec = {"rounds": total, "data": {"name": "digits", "num_clients": 100, "alpha": 0.5}, "model": {"name": "cnn"},
                 "participation": {"clients_per_round": 10}, "local": {"batch_size": 10}, "compute": {"device": "cpu"}}  # fmt: skip
         experiment = Experiment.objects.create(owner=alice, name="reload me", spec=spec)
         experiment.start()
         log_in(page, base, "alice", "alice-password")
         page.goto(f"{base}/experiments/{experiment.pk}/")
-        page.wait_for_function("() => document.getElementById('chart-loss').data[0].x.length >= 2", timeout=90_000)
+        page.wait_for_function(f"{length} >= 2", timeout=90_000)
+        paused_at = _pause(experiment)
+        assert 2 <= paused_at < total
 
         page.reload()
-        rendered = json.loads(page.text_content("#charts-data"))["last_round"]
-        assert 2 <= rendered < 12, "the reload must happen mid-run"
-        assert points(page, "chart-loss") >= rendered  # every round so far, from the database
-        page.wait_for_function(f"() => document.getElementById('chart-loss').data[0].x.length > {rendered}")
+        assert json.loads(page.text_content("#charts-data"))["last_round"] == paused_at
+        assert points(page, "chart-loss") == paused_at  # every round so far, from the database
+        experiment.resume()
+        page.wait_for_function(f"{length} > {paused_at}")  # and the live ones after them
 
-        # The web server goes away mid-run: the page retries with backoff, then resumes with ?after=N.
+        # The web server goes away mid-run and rounds are recorded meanwhile: the page retries with
+        # backoff, then resumes with ?after=N and gets the rounds it missed, once each.
+        seen = _pause(experiment)
+        page.wait_for_function(f"{length} === {seen}")
         server.stop()
         page.wait_for_function("() => document.getElementById('conn').textContent === 'reconnecting…'")
+        experiment.resume()
+        _recorded(experiment, seen + 2)
+        missed_until = _pause(experiment)
+        assert missed_until < total
         server = start_daphne(live_env, tmp_path, port)
         page.wait_for_function("() => document.getElementById('conn').textContent === 'live'", timeout=45_000)
-        page.wait_for_function("() => document.getElementById('chart-loss').data[0].x.length === 12", timeout=120_000)
+        page.wait_for_function(f"{length} === {missed_until}")
+        experiment.resume()
+        page.wait_for_function(f"{length} === {total}", timeout=120_000)
         page.wait_for_function("() => document.getElementById('status-badge').textContent === 'completed'")
         for chart in CHARTS:
             for name, visible, xs, _ in drawn(page, chart):
                 if name.startswith("VRAM"):  # a CPU run: hidden and empty
                     assert (visible, xs) == (False, []), (chart, name)
                 else:
-                    assert (visible, xs) == (True, list(range(1, 13))), (chart, name)  # grew live, in order
-        assert page.locator("#rounds-table tbody tr").count() == 12
+                    assert (visible, xs) == (True, list(range(1, total + 1))), (chart, name)  # in order, once each
+        assert page.locator("#rounds-table tbody tr").count() == total
         # The only console errors allowed are the failed connection attempts while the server was down.
         assert [e for e in page.errors if "WebSocket" not in e and "ERR_CONNECTION_REFUSED" not in e] == []
     finally:

@@ -44,30 +44,38 @@ def test_it_shows_and_hides_fields_as_the_selection_changes(page, alice, daphne)
     log_in(page, base, "alice", "alice-password")
     page.goto(f"{base}/experiments/new/")
     assert page.is_visible("#applies-note") and not page.evaluate("document.getElementById('advanced').open")
-    assert visible(page, "data.alpha", "data.image_size") == [True, True]  # dirichlet, digits
-    assert visible(page, "data.shards_per_client", "model.hidden", "algorithm.beta1", "communication.topk_ratio") == [
-        False, False, False, False,
-    ]  # fmt: skip
+    assert visible(page, "data.alpha", "data.options.digits.image_size") == [True, True]  # dirichlet, digits
+    assert visible(
+        page,
+        "data.shards_per_client",
+        "model.options.mlp.hidden",
+        "algorithm.options.fedadam.beta1",
+        "communication.uplink.options.topk.ratio",
+    ) == [False, False, False, False]
     assert visible(page, "algorithm.mu") == [True]  # the proximal term applies to every algorithm
     assert shown(page) == expected(page)
 
+    mlp, vgg = "model.options.mlp.", "model.options.vgg."
+    adam, adagrad = "algorithm.options.fedadam.", "algorithm.options.fedadagrad."
+    up, down = "communication.uplink.options.topk.ratio", "communication.downlink.options.topk.ratio"
+    data = "data.options."
     steps = [
         ("data.partition", "shards", ["data.shards_per_client"], ["data.alpha"]),
         ("data.partition", "iid", [], ["data.alpha", "data.shards_per_client"]),
-        ("model.name", "mlp", ["model.hidden"], ["model.blocks", "model.width"]),
-        ("model.name", "vgg", ["model.blocks", "model.width"], ["model.hidden"]),
-        ("algorithm.name", "fedadam", ["algorithm.beta1", "algorithm.beta2", "algorithm.tau"], []),
-        ("algorithm.name", "fedadagrad", ["algorithm.beta1", "algorithm.tau"], ["algorithm.beta2"]),
-        ("algorithm.name", "fedavgm", ["algorithm.server_momentum"], ["algorithm.beta1", "algorithm.tau"]),
-        ("communication.downlink", "topk", ["communication.topk_ratio"], ["communication.error_feedback"]),
-        ("communication.uplink", "topk", ["communication.topk_ratio", "communication.error_feedback"], []),
-        ("communication.downlink", "fp32", ["communication.topk_ratio"], []),
-        ("communication.uplink", "int8", [], ["communication.topk_ratio", "communication.error_feedback"]),
-        ("data.dataset", "synthetic", ["data.synthetic_alpha", "data.synthetic_beta"], ["data.image_size"]),
-        ("data.dataset", "tokens", ["data.seq_len", "data.mean_samples"], ["data.synthetic_alpha", "data.path"]),
-        ("data.dataset", "synthetic_images", ["data.num_classes", "data.mean_samples"], ["data.seq_len"]),
-        ("data.dataset", "cifar10", ["data.path"], ["data.num_classes", "data.mean_samples"]),
-        ("data.dataset", "digits", ["data.image_size"], ["data.path"]),
+        ("model.name", "mlp", [mlp + "hidden"], [vgg + "blocks", vgg + "width"]),
+        ("model.name", "vgg", [vgg + "blocks", vgg + "width"], [mlp + "hidden"]),
+        ("algorithm.name", "fedadam", [adam + "beta1", adam + "beta2", adam + "tau"], []),
+        ("algorithm.name", "fedadagrad", [adagrad + "beta1", adagrad + "tau"], [adam + "beta1", adam + "beta2"]),
+        ("algorithm.name", "fedavgm", ["algorithm.options.fedavgm.momentum"], [adagrad + "beta1", adagrad + "tau"]),
+        ("communication.downlink.name", "topk", [down], [up, "communication.error_feedback"]),
+        ("communication.uplink.name", "topk", [up, down, "communication.error_feedback"], []),
+        ("communication.downlink.name", "fp32", [up], [down]),
+        ("communication.uplink.name", "int8", [], [up, "communication.error_feedback"]),
+        ("data.name", "synthetic", [data + "synthetic.alpha", data + "synthetic.beta"], [data + "digits.image_size"]),
+        ("data.name", "tokens", [data + "tokens.seq_len", data + "tokens.mean_samples"], [data + "synthetic.alpha"]),
+        ("data.name", "synthetic_images", [data + "synthetic_images.num_classes"], [data + "tokens.seq_len"]),
+        ("data.name", "cifar10", [data + "cifar10.path"], [data + "synthetic_images.num_classes"]),
+        ("data.name", "digits", [data + "digits.image_size"], [data + "cifar10.path", data + "npz.path"]),
     ]
     for control, value, now_shown, now_hidden in steps:
         page.select_option(f"#id_{form_name(control)}", value)
@@ -83,8 +91,8 @@ def test_it_is_usable_with_the_keyboard(page, alice, daphne):
     page.goto(f"{base}/experiments/new/")
     page.select_option("#id_data__partition", "iid")
     page.focus("#id_data__partition")
-    page.keyboard.press("Tab")  # past the hidden alpha, shards and path: they are out of the focus order
-    assert page.evaluate("document.activeElement.id") == "id_data__image_size"
+    page.keyboard.press("Tab")  # past the hidden alpha and shards: they are out of the focus order
+    assert page.evaluate("document.activeElement.id") == "id_model__name"
     assert page.is_hidden("#id_compute__precision")  # folded
     page.focus("#advanced > summary")
     page.keyboard.press("Enter")

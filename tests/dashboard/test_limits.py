@@ -14,7 +14,7 @@ from workers.engine.spec import SpecError
 pytestmark = pytest.mark.django_db
 
 HUGE_MLP = {"model": {"name": "mlp", "hidden": 65536}}
-OVER_LIMIT = "model.hidden is too large: the model would have 4,347,133,962 parameters (17.4 GB); "
+OVER_LIMIT = "model.options.hidden is too large: the model would have 4,347,133,962 parameters (17.4 GB); "
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_it_refuses_an_over_limit_spec_in_the_api_with_the_estimate_and_the_limi
 
     assert response.status_code == 400
     assert response.json() == {
-        "spec": {"model.hidden": [OVER_LIMIT + "this server allows at most 50,000,000 (FEDWEB_MAX_PARAMS)"]}
+        "spec": {"model.options.hidden": [OVER_LIMIT + "this server allows at most 50,000,000 (FEDWEB_MAX_PARAMS)"]}
     }
     assert Experiment.objects.count() == 0 and enqueued == []
 
@@ -63,11 +63,11 @@ def test_it_reads_the_limits_from_settings_at_each_submission(api, settings):
 
 
 def test_it_refuses_an_over_limit_spec_in_the_form_next_to_the_field(alice_client, enqueued):
-    response = post(alice_client, model__name="mlp", model__hidden="65536")
+    response = post(alice_client, model__name="mlp", model__options__mlp__hidden="65536")
 
     errors = response.context["form"].errors
-    assert response.status_code == 200 and errors["model__hidden"][0].startswith(OVER_LIMIT)
-    assert "(FEDWEB_MAX_PARAMS)" in errors["model__hidden"][0]
+    assert response.status_code == 200 and errors["model__options__mlp__hidden"][0].startswith(OVER_LIMIT)
+    assert "(FEDWEB_MAX_PARAMS)" in errors["model__options__mlp__hidden"][0]
     assert Experiment.objects.count() == 0 and enqueued == []
 
 
@@ -88,7 +88,7 @@ def test_it_refuses_data_paths_outside_the_datasets_folder(api, datasets, path):
     response = _create(api, spec)
 
     assert response.status_code == 400
-    assert response.json() == {"spec": {"data.path": [f"data.path {OUTSIDE}"]}}
+    assert response.json() == {"spec": {"data.options.path": [f"data.options.path {OUTSIDE}"]}}
     assert Experiment.objects.count() == 0
 
 
@@ -107,19 +107,23 @@ def test_it_accepts_data_paths_inside_the_datasets_folder(api, datasets, path):
 
     response = _create(api, spec)
 
-    assert response.status_code == 201 and response.json()["spec"]["data"]["path"] == path
+    assert response.status_code == 201 and response.json()["spec"]["data"]["options"]["path"] == path
 
 
 def test_it_also_accepts_an_absolute_path_inside_the_datasets_folder(alice_client, datasets):
-    response = post(alice_client, data__dataset="femnist_leaf", data__path=str(datasets / "femnist"))
+    response = post(
+        alice_client, data__name="femnist_leaf", data__options__femnist_leaf__path=str(datasets / "femnist")
+    )
 
-    assert response.status_code == 302 and Experiment.objects.get().spec["data"]["path"] == str(datasets / "femnist")
+    assert response.status_code == 302 and Experiment.objects.get().spec["data"]["options"]["path"] == str(
+        datasets / "femnist"
+    )
 
 
 def test_it_refuses_a_path_escape_in_the_form(alice_client, datasets):
-    response = post(alice_client, data__dataset="cifar10", data__path="/etc")
+    response = post(alice_client, data__name="cifar10", data__options__cifar10__path="/etc")
 
-    assert response.context["form"].errors["data__path"] == [f"data.path {OUTSIDE}"]
+    assert response.context["form"].errors["data__options__cifar10__path"] == [f"data.options.path {OUTSIDE}"]
     assert Experiment.objects.count() == 0
 
 
@@ -132,8 +136,10 @@ def test_it_shows_the_estimate_and_the_limits_in_the_side_panel(alice_client):
     assert resources["params"] == body["params"] == 1_199_882 and resources["device_kind"] == "cpu"
     assert 0 < resources["round_bytes"] < resources["limit_round_bytes"]
     assert resources["limit_setting"] == "FEDWEB_MAX_ROUND_MEMORY_CPU"
-    refused = alice_client.get("/experiments/new/bandwidth.json", form_data(model__name="mlp", model__hidden="65536"))
-    assert refused.status_code == 400 and refused.json()["errors"]["model.hidden"][0].startswith(OVER_LIMIT)
+    refused = alice_client.get(
+        "/experiments/new/bandwidth.json", form_data(model__name="mlp", model__options__mlp__hidden="65536")
+    )
+    assert refused.status_code == 400 and refused.json()["errors"]["model.options.mlp.hidden"][0].startswith(OVER_LIMIT)
 
 
 def test_it_still_loads_displays_and_saves_an_experiment_stored_before_the_limits(alice_client, user):
@@ -142,7 +148,7 @@ def test_it_still_loads_displays_and_saves_an_experiment_stored_before_the_limit
     Experiment.objects.filter(pk=experiment.pk).update(spec=old)  # as stored by an older version
     experiment.refresh_from_db()
 
-    assert experiment.parsed_spec().model.hidden == 10**9
+    assert experiment.parsed_spec().model.options.hidden == 10**9
     experiment.name = "renamed"
     experiment.save()
     assert alice_client.get(f"/experiments/{experiment.pk}/").status_code == 200

@@ -171,13 +171,15 @@ def test_it_deletes_only_after_confirmation(alice_client, user, other_user):
 
 
 def test_it_previews_the_bandwidth_of_the_form_values(alice_client):
-    query = form_data(model__name="mlp", model__hidden="32", data__image_size="8", rounds="10",
-                      participation__clients_per_round="5", communication__uplink="int8")  # fmt: skip
+    query = form_data(model__name="mlp", model__options__mlp__hidden="32", data__options__digits__image_size="8", rounds="10",
+                      participation__clients_per_round="5", communication__uplink__name="int8")  # fmt: skip
     body = alice_client.get("/experiments/new/bandwidth.json", query).json()
     from workers.engine.models import build_model, count_params
-    from workers.engine.spec import ModelSpec
+    from workers.engine.spec import Spec
 
-    params = count_params(build_model(ModelSpec(name="mlp", hidden=32), (1, 8, 8), 10))  # the engine's own count
+    params = count_params(
+        build_model(Spec.from_dict({"model": {"name": "mlp", "options": {"hidden": 32}}}).model, (1, 8, 8), 10)
+    )  # the engine's own count
     assert body["params"] == params and body["client_rounds"] == 50
     assert body["formula_total"] == 8 * params * 50
     assert body["down_per_client"] == 16 + 4 * params  # fp32 payload: header + data
@@ -194,7 +196,7 @@ def test_it_names_the_field_when_a_preview_input_is_invalid(alice_client):
 
 
 def test_it_previews_the_partition_as_label_counts(alice_client):
-    query = form_data(data__num_clients="80", data__alpha="0.3", data__image_size="8")
+    query = form_data(data__num_clients="80", data__alpha="0.3", data__options__digits__image_size="8")
     body = alice_client.get("/experiments/new/partition.json", query).json()
     assert body["num_clients"] == 80 and body["num_classes"] == 10
     assert len(body["label_counts"]) == 50 and len(body["samples"]) == 50  # capped at 50 clients
@@ -203,10 +205,10 @@ def test_it_previews_the_partition_as_label_counts(alice_client):
 
 def test_it_refuses_partition_previews_that_need_files_or_too_much_work(alice_client):
     body = alice_client.get(
-        "/experiments/new/partition.json", form_data(data__dataset="cifar10", data__path="x")
+        "/experiments/new/partition.json", form_data(data__name="cifar10", data__options__cifar10__path="x")
     ).json()
-    assert "data.dataset" in body["errors"]
-    big = form_data(data__dataset="synthetic_images", data__partition="natural", data__num_clients="3400",
+    assert "data.name" in body["errors"]
+    big = form_data(data__name="synthetic_images", data__partition="natural", data__num_clients="3400",
                     model__name="logistic")  # fmt: skip
     response = alice_client.get("/experiments/new/partition.json", big)
     assert response.status_code == 400 and "too large to preview" in response.json()["errors"]["data.num_clients"][0]

@@ -9,7 +9,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from orchestrator.models import Experiment, RoundMetric, Worker
+from orchestrator import sharding
+from orchestrator.models import Experiment, RoundMetric, RoundShard, Worker
 from orchestrator.scheduling import reconcile, schedule
 from tests.conftest import TINY_SPEC
 
@@ -58,6 +59,22 @@ def test_it_sends_no_more_rounds_than_the_live_workers_have_slots(user, worker, 
     assert b.dispatched_round == 0 and b.ready_since is not None
     Worker.objects.create(hostname="w2@h", queue="cpu", slots=1)
     assert schedule("cpu") == [(b.pk, 1)]  # a worker came: its heartbeat schedules the queue
+    assert schedule("cpu") == []
+
+
+def test_it_counts_every_shard_in_flight_against_the_queue_slots(user, enqueued):
+    Worker.objects.create(hostname="w1@h", queue="cpu", slots=2)
+    sharded = Experiment.objects.create(
+        owner=user, name="sharded", spec={**TINY_SPEC, "compute": {"device": "cpu", "shards": 2}}
+    )
+    sharded.start()
+    assert sharded.claim(1, "w1@h", 1)
+    assert sharding.fan_out(sharded, 1) == [0, 1]  # its round task fanned out: two shard tasks, two slots
+    other = _new(user, "other")
+    assert (other.pk, 1) not in _sent(enqueued)  # no slot left for it
+    first = RoundShard.objects.get(experiment=sharded, round=1, index=0)
+    assert sharding.mark_done(first) is False  # one shard finished: its slot is free
+    assert schedule("cpu") == [(other.pk, 1)]
     assert schedule("cpu") == []
 
 
@@ -165,6 +182,26 @@ def test_it_packs_nothing_on_a_worker_another_scheduler_just_sent_to(user, enque
     Worker.objects.filter(hostname="w1@h").update(sends=stale.sends + 1)  # someone else sent it a round
     assert not candidates.reserve(stale) and not candidates.reserve(stale)
     assert schedule("cpu") == [(a.pk, 2), (b.pk, 2)]  # read afresh, it may
+
+
+def test_it_packs_nothing_more_when_another_scheduler_sent_a_round_after_the_rooms_were_read(
+    user, enqueued, settings, monkeypatch
+):
+    from orchestrator import scheduling
+
+    a, b = _pack_world(user, settings, capacity_mb=100_000)
+    RoundMetric.objects.filter(experiment__in=[a, b]).delete()  # both unknown: each must run alone
+    real = scheduling.dispatch_round
+
+    def raced(e, round_number, **kw):
+        if e.pk == a.pk:  # another scheduler sent a's round between our read and our send
+            real(e, round_number, **kw)
+            return False
+        return real(e, round_number, **kw)
+
+    monkeypatch.setattr(scheduling, "dispatch_round", raced)
+    assert schedule("cpu") == []  # b is not sent beside a round it knows nothing of
+    assert Experiment.objects.get(pk=b.pk).dispatched_round < 2
 
 
 def test_it_makes_the_round_of_a_dead_packed_worker_ready_again(user, enqueued, settings):

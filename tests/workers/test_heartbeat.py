@@ -26,3 +26,27 @@ def test_it_honours_cuda_visible_devices(monkeypatch):
     assert heartbeat._visible_indices(4) == [1, 3]
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert heartbeat._visible_indices(2) == [0, 1]
+
+
+def test_one_worker_publishes_the_queue_table_for_the_fleet_and_another_takes_over_when_it_stops(monkeypatch, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from orchestrator import events
+
+    published: list[str] = []
+    monkeypatch.setattr(events, "publish_queues", lambda: published.append("table"))
+    monkeypatch.setattr(heartbeat, "gpu_devices", lambda: [])
+    for name in ("b@h", "a@h", "c@h"):
+        heartbeat.beat(name, "cpu")
+    assert len(published) == 2  # b (alone then), then a; c is not the first by name: no broker read
+    published.clear()
+    heartbeat.beat("b@h", "cpu")
+    heartbeat.beat("c@h", "cpu")
+    assert published == []  # a is alive and publishes for everyone
+    stale = timezone.now() - timedelta(seconds=2 * settings.HEARTBEAT_INTERVAL + 1)
+    Worker.objects.filter(hostname="a@h").update(last_heartbeat=stale)
+    heartbeat.beat("b@h", "cpu")
+    heartbeat.beat("c@h", "cpu")
+    assert published == ["table"]  # a stopped beating: b, now the first, took over

@@ -221,3 +221,30 @@ def test_it_deletes_the_checkpoint_files_with_the_experiment(user, django_captur
     with django_capture_on_commit_callbacks(execute=True):
         e.delete()
     assert not folder.exists()
+
+
+class _Branchy(torch.nn.Module):
+    """A plugin's model with data-dependent control flow (an ``if`` on a tensor): vmap cannot run it."""
+
+    def __init__(self, features: int, classes: int):
+        super().__init__()
+        self.fc = torch.nn.Linear(features, classes)
+
+    def forward(self, x):
+        h = self.fc(x.flatten(1))
+        return h * 0.5 if h.sum() > 0 else h
+
+
+def test_a_plugin_model_that_cannot_be_vectorised_trains_sequentially_and_the_log_says_why(user):
+    from workers.engine import registry
+
+    registry.model("branchy_task_test")(lambda shape, classes, options: _Branchy(64, classes))
+    try:
+        spec_model = {"name": "branchy_task_test", "options": {}}
+        e = _inline(_experiment(user, model=spec_model, compute={"device": "cpu", "training": "auto"}))
+    finally:
+        registry.unregister("model", "branchy_task_test")
+    assert e.status == Status.COMPLETED and _rounds(e) == [1, 2, 3, 4, 5]
+    [note] = LogEntry.objects.filter(experiment=e, message__startswith="training sequentially")
+    assert note.level == "warning"
+    assert "model branchy_task_test cannot be vectorised: RuntimeError" in note.message

@@ -6,13 +6,16 @@ from workers.engine.presets import preset_spec
 
 # Presets scaled down (fewer rounds and clients, 8×8 digits, small models) so the finished demos
 # run inline in seconds on a laptop CPU before `make run` starts the server.
-_SMALL_DIGITS = {"data": {"num_clients": 20, "image_size": 8}, "model": {"name": "mlp", "hidden": 32}}
+_SMALL_DIGITS = {
+    "data": {"num_clients": 20, "options": {"image_size": 8}},
+    "model": {"name": "mlp", "options": {"hidden": 32}},
+}
 FINISHED_DEMOS = {
     "quickstart": {"rounds": 8, **_SMALL_DIGITS, "participation": {"clients_per_round": 4}, "local": {"epochs": 1}},
     "fedprox-stragglers": {"rounds": 6, "local": {"epochs": 2}},
     "varying-participants": {
         "rounds": 6,
-        "data": {"num_clients": 60, "mean_samples": 20},
+        "data": {"num_clients": 60, "options": {"num_classes": 10, "mean_samples": 20}},
         "participation": {"schedule": [12, 18, 9, 15, 20, 10]},
         "local": {"epochs": 1},
         "evaluation": {"every": 1},
@@ -28,10 +31,11 @@ def describe(preset: str, spec) -> str:
     names the full-size run: more rounds, clients and a bigger model)."""
     cohort = spec.participation.schedule or spec.participation.clients_per_round
     cohort_text = f"cohorts of {min(cohort)}–{max(cohort)}" if isinstance(cohort, list) else f"{cohort} per round"
-    size = f"{spec.data.image_size}×{spec.data.image_size} " if spec.data.dataset == "digits" else ""
+    side = getattr(spec.data.options, "image_size", None)
+    size = f"{side}×{side} " if side else ""
     epochs = "epoch" if spec.local.epochs == 1 else "epochs"
     return (
-        f"The '{preset}' preset scaled down: {spec.rounds} rounds of {spec.algorithm.name}, {size}{spec.data.dataset} "
+        f"The '{preset}' preset scaled down: {spec.rounds} rounds of {spec.algorithm.name}, {size}{spec.data.name} "
         f"over {spec.data.num_clients} clients ({cohort_text}), the {spec.model.name} model, "
         f"{spec.local.epochs} local {epochs}."
     )
