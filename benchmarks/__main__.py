@@ -1,7 +1,8 @@
 """``python -m benchmarks NAME [--size small|full] [--device D] [--precision P] [--real]``.
 
 Runs one benchmark (or ``all``), writes ``benchmarks/results/<name>-<size>-<devicekind>.json``
-(``$FEDWEB_BENCH_RESULTS`` overrides the folder) and prints a table row per benchmark.
+(``$FEDWEB_BENCH_RESULTS`` overrides the folder) and prints a table row per benchmark. ``shards`` and
+``scheduling --real`` start real Celery workers on the Redis at ``$REDIS_URL``; ``all`` leaves ``shards`` out.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from benchmarks import (
     memory_varying,
     pfl_cifar10,
     scheduling,
+    shards,
     tff_accelerators,
     vs_plain,
 )
@@ -30,7 +32,9 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "vs_plain": vs_plain.run,
     "engine_overhead": engine_overhead.run,
     "scheduling": scheduling.run,
+    "shards": shards.run,
 }
+NOT_IN_ALL = {"shards"}  # needs a Redis and starts worker processes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,11 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--real", action="store_true", help="scheduling only: run against a live FedWeb")
     args = parser.parse_args(argv)
     opts = Options(size=args.size, device=args.device, precision=args.precision, real=args.real)
-    names = list(BENCHMARKS) if args.name == "all" else [args.name]
+    names = [n for n in BENCHMARKS if n not in NOT_IN_ALL] if args.name == "all" else [args.name]
     print(TABLE_HEADER, flush=True)
     for name in names:
         record = BENCHMARKS[name](opts)
-        path = write_result(name, opts, record)
+        path = write_result(f"{name}_real" if opts.real and name == "scheduling" else name, opts, record)
         print(table_row({**record, "benchmark": name, "size": opts.size}), flush=True)
         print(f"  -> {path}", file=sys.stderr)
     return 0

@@ -257,11 +257,10 @@ def femnist_spec(*, num_clients: int, mean_samples: int, clients: int, rounds: i
         {
             "rounds": rounds,
             "data": {
-                "dataset": "synthetic_images",
+                "name": "synthetic_images",
+                "options": {"num_classes": 62, "mean_samples": mean_samples},
                 "num_clients": num_clients,
                 "partition": "natural",
-                "num_classes": 62,
-                "mean_samples": mean_samples,
             },
             "model": {"name": "cnn"},
             "participation": {"clients_per_round": clients},

@@ -37,8 +37,8 @@ from workers.engine.spec import Spec
 
 LEAK_SPEC = {
     "seed": 3,
-    "data": {"dataset": "digits", "num_clients": 20, "image_size": 8},
-    "model": {"name": "mlp", "hidden": 32},
+    "data": {"name": "digits", "options": {"image_size": 8}, "num_clients": 20},
+    "model": {"name": "mlp", "options": {"hidden": 32}},
     "participation": {"clients_per_round": 4},  # one client group per round: one leak per round
 }
 

@@ -35,7 +35,12 @@ def workload(opts: Options, path: str) -> Spec:
     spec = Spec.from_dict(
         {
             "rounds": size["rounds"],
-            "data": {"dataset": "cifar10", "path": path, "num_clients": size["num_clients"], "partition": "iid"},
+            "data": {
+                "name": "cifar10",
+                "options": {"path": path},
+                "num_clients": size["num_clients"],
+                "partition": "iid",
+            },
             "model": {"name": "cnn"},
             "participation": {"clients_per_round": size["clients"]},
             "local": {"epochs": 1, "batch_size": 10, "lr": 0.1},

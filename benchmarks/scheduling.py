@@ -34,7 +34,7 @@ round-seconds done per device-second (above utilisation only when packing overla
 Jain's index of the per-share-key allocation (rounds in flight) among share keys that have a round waiting,
 averaged over the time at least two such keys compete (1 = they hold equal numbers of devices).
 
-``--real`` runs the small trace against a running FedWeb instead (see ``sched_real.py``).
+``--real`` runs the small trace for real instead, on two local CPU workers per policy (see ``sched_real.py``).
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = {
     "seed": 3,
     "rounds": 6,
-    "data": {"dataset": "digits", "num_clients": 20, "image_size": 8},
-    "model": {"name": "mlp", "hidden": 32},
+    "data": {"name": "digits", "options": {"image_size": 8}, "num_clients": 20},
+    "model": {"name": "mlp", "options": {"hidden": 32}},
     "participation": {"clients_per_round": 4},
     "compute": {"device": "cpu"},
 }
@@ -66,8 +66,8 @@ import json, sys, psutil
 from workers.engine.presets import preset_spec
 from workers.engine.runner import Simulation
 from workers.engine.spec import Spec
-base, tiny = sys.argv[1], json.loads(sys.argv[2])
-spec = preset_spec("quickstart").replace(rounds=4, compute={"device": "cpu"}) if base == "quickstart" else Spec.from_dict(tiny)
+base, other = sys.argv[1], json.loads(sys.argv[2])
+spec = preset_spec("quickstart").replace(rounds=4, compute={"device": "cpu"}) if base == "quickstart" else Spec.from_dict(other)
 before = psutil.Process().memory_info().rss / 2**20
 sim = Simulation(spec)
 rounds = sim.run()
@@ -75,11 +75,14 @@ print(json.dumps({"seconds": [r.round_seconds for r in rounds[1:]], "rss": max(r
 """
 
 
-def measure_base(base: str) -> Measured:
-    """Run a few real rounds of ``base`` in a fresh process; see the module docstring."""
+def measure_base(base: str, spec: dict[str, Any] | None = None, threads: int | None = None) -> Measured:
+    """Run a few real rounds of ``base`` (the quickstart preset, else ``spec``, by default the tiny one)
+    in a fresh process, on ``threads`` torch threads (default: torch's); see the module docstring."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
     proc = subprocess.run(
-        [sys.executable, "-c", _MEASURE, base, json.dumps(TINY)],
+        [sys.executable, "-c", _MEASURE, base, json.dumps(spec or TINY)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=True,
     )  # fmt: skip
     data = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -112,14 +115,12 @@ def format_table(rows: dict[str, dict[str, float]]) -> str:
 
 def run(opts: Options) -> dict[str, Any]:
     """The benchmark entry point for ``python -m benchmarks scheduling [--size small|full] [--real]``."""
+    if opts.real:
+        return run_real_table(opts)
     scale = SCALES[opts.size]
     measured = [measure_base("tiny"), measure_base("quickstart")]
     jobs = generate(scale, measured, SEED)
     probe = min(m.mean_seconds for m in measured)
-    if opts.real:
-        from benchmarks.sched_real import run_real
-
-        return run_real(jobs, scale, measured)
     t0 = time.perf_counter()
     rows = policy_table(jobs, scale, probe)
     wall = time.perf_counter() - t0
@@ -144,4 +145,29 @@ def run(opts: Options) -> dict[str, Any]:
         "anchor_ratio": ratios["srtf"],
         "anchor_summary": f"mean completion vs fifo: srtf {ratios['srtf']:.2f}x, pack {ratios['pack']:.2f}x, "
         f"fair {ratios['fair']:.2f}x, priority {ratios['priority']:.2f}x",
+    }
+
+
+def run_real_table(opts: Options) -> dict[str, Any]:
+    """``--real``: every policy on two real local CPU workers (``sched_real``); the small trace only."""
+    from benchmarks import sched_real
+
+    if opts.size != "small":
+        raise SystemExit("scheduling --real runs the small trace only (2 CPU workers): use --size small")
+    record = sched_real.run_real(SEED, list(POLICIES))
+    table = sched_real.format_table(record["policies"])
+    print(table, flush=True)
+    ratios = {
+        p: r["mean_completion_s"] / record["policies"]["fifo"]["mean_completion_s"]
+        for p, r in record["policies"].items()
+    }
+    return {
+        **record,
+        "command": "python -m benchmarks scheduling --real",
+        "device": f"{record['workers']} local CPU workers",
+        "precision": opts.precision,
+        "table": table,
+        "anchor": "Salus (MLSys 2020): SRTF and packing cut mean completion time substantially vs FIFO",
+        "anchor_ratio": ratios["srtf"],
+        "anchor_summary": "real, mean completion vs fifo: " + ", ".join(f"{p} {r:.2f}x" for p, r in ratios.items()),
     }

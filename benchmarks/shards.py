@@ -1,118 +1,150 @@
-"""``python -m benchmarks.shards [--workers 1,2,4] [--rounds 4]``: one experiment sharded over worker processes.
+"""``python -m benchmarks shards [--size small|full]``: one experiment's rounds sharded over real workers.
 
-Each "worker" is a separate process with one CPU thread (as Celery workers run, OMP_NUM_THREADS=1)
-doing exactly what a shard task does: bring its cached simulation to the round's published
-checkpoint, plan the round, train its shard, write the partial-sum file. The parent concludes
-each round as the last shard would (read the partials, step the server, publish the checkpoint).
-The broker and database hops of the real tasks (milliseconds) are not included. Reports seconds
-per round for the unsharded engine, then for 1, 2, 4 shards on as many workers: the speedup, and
-the overhead of sharding (1 shard against the unsharded round). Writes
-``benchmarks/results/shards-cpu.json``. Speedups are bounded by the machine's free cores.
+Each configuration gets a fresh local FedWeb (``benchmarks.fleet.LocalFleet``: its own SQLite database, N
+Celery CPU workers, each ``--concurrency 1`` with one torch thread, the Redis at ``$REDIS_URL`` as broker)
+and a driver that submits one experiment through the ORM and reads its rounds back from the database:
+
+* ``1 worker, unsharded``: ``compute.shards: 1``, the reference;
+* ``1 worker, N shards`` (N = 2, 4): every shard task on the same worker, one after the other, so the
+  difference to the reference is what sharding adds per round (fan-out, one task per shard, the partial
+  files, the conclusion), with no parallelism to hide it;
+* ``N workers, N shards`` (N = 2, 4): the fleet the feature is for.
+
+Seconds per round are wall-clock, from the database: the time between the first and the last recorded
+round over the rounds in between (round 1 is the warm-up: each worker builds the data and the model on
+its first task). That includes everything a user waits for (dispatch, tasks, checkpoints, recording).
+Speedup is against ``1 worker, unsharded``. On a machine with fewer free cores than workers the workers
+share cores: the expectation is at most cores x, and 4 workers on 2 cores oversubscribe them.
+
+Workload (``--size full``): clients that are compute-heavy, so that one unsharded round takes a few
+seconds here: the CNN on 28x28 digits, 16 clients per round of 64, 10 local epochs, batch 10, trained one
+client at a time. ``--size small`` is a quick check of the same path (1 epoch, 8 clients, 3 rounds).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import multiprocessing as mp
 import os
-import tempfile
+import sys
 import time
-from pathlib import Path
+from typing import Any
 
-import torch
+from benchmarks.common import Options
+from benchmarks.fleet import LocalFleet, cpu_seconds, setup_django, wait_for_workers
 
-from workers.engine import shards
-from workers.engine.checkpoint import read_checkpoint
-from workers.engine.runner import Simulation
-from workers.engine.spec import Spec
-
-# Compute-heavy clients: a wide MLP on 28x28 inputs, 5 local epochs, trained one client at a time.
 SPEC = {
-    "seed": 1, "rounds": 50,
-    "data": {"dataset": "digits", "num_clients": 64, "image_size": 28},
-    "model": {"name": "mlp", "hidden": 512},
+    "seed": 1, "rounds": 8,
+    "data": {"name": "digits", "options": {"image_size": 28}, "num_clients": 64},
+    "model": {"name": "cnn"},
     "participation": {"clients_per_round": 16},
-    "local": {"epochs": 5, "batch_size": 10},
-    "compute": {"device": "cpu", "client_group_size": 4, "training": "sequential"},
+    "local": {"epochs": 10, "batch_size": 10},
+    "compute": {"device": "cpu", "training": "sequential"},
 }  # fmt: skip
-
-_sim: Simulation | None = None  # one per worker process, as in a worker's cache
-
-
-def _shard(args: tuple[dict, str, int, int, str]) -> float:
-    """A shard task: catch up to the published checkpoint, plan, train, write the partial."""
-    global _sim
-    spec, published, n, index, out = args
-    if _sim is None:
-        _sim = Simulation(Spec.from_dict(spec))
-    if Path(published).exists():
-        _sim.load_state_dict(*read_checkpoint(published))
-    t = time.perf_counter()
-    planned = shards.plan_round(_sim, n)
-    shards.write_partial(out, shards.train_shard(_sim, planned, index))
-    return time.perf_counter() - t
+SMALL = {**SPEC, "rounds": 3, "participation": {"clients_per_round": 8}, "local": {"epochs": 1, "batch_size": 10}}
+# (workers, shards): the reference, sharding on one worker (its overhead), then the fleet.
+CONFIGS = [(1, 1), (1, 2), (1, 4), (2, 2), (4, 4)]
+DEADLINE_S = 300.0
 
 
-def _init() -> None:
-    torch.set_num_threads(1)
-
-
-def sharded_seconds(spec: dict, n: int, rounds: int, folder: Path) -> float:
-    """Mean seconds per round (after a warm-up round) with ``n`` shards on ``n`` worker processes."""
-    torch.set_num_threads(1)
-    lead = Simulation(Spec.from_dict(spec))
-    published = folder / f"published-{n}.safetensors"
-    times = []
-    with mp.get_context("spawn").Pool(n, initializer=_init) as pool:
-        for r in range(rounds + 1):
-            t0 = time.perf_counter()
-            outs = [str(folder / f"shard-{n}-{k}.safetensors") for k in range(n)]
-            pool.map(_shard, [(spec, str(published), n, k, outs[k]) for k in range(n)], chunksize=1)
-            planned = shards.plan_round(lead, n)
-            shards.conclude_round(lead, planned, [shards.read_partial(p) for p in outs], t0=t0)
-            lead.save_checkpoint(published)
-            if r:  # round 0 warms the workers up (building data and models)
-                times.append(time.perf_counter() - t0)
-    return sum(times) / len(times)
-
-
-def unsharded_seconds(spec: dict, rounds: int) -> float:
-    torch.set_num_threads(1)
-    sim = Simulation(Spec.from_dict(spec))
-    sim.next_round()
-    t0 = time.perf_counter()
-    for _ in range(rounds):
-        sim.next_round()
-    return (time.perf_counter() - t0) / rounds
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.shards", description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", default="1,2,4")
-    parser.add_argument("--rounds", type=int, default=4)
-    args = parser.parse_args(argv)
-    counts = [int(w) for w in args.workers.split(",")]
-    base = unsharded_seconds(SPEC, args.rounds)
-    rows = {"unsharded": base}
-    with tempfile.TemporaryDirectory() as tmp:
-        for n in counts:
-            rows[f"{n} shards"] = sharded_seconds(SPEC, n, args.rounds, Path(tmp))
-    record = {
-        "cpus": os.cpu_count(),
-        "spec": SPEC,
-        "seconds_per_round": rows,
-        "speedup": {k: base / v for k, v in rows.items()},
-        "overhead_seconds_per_round": rows.get("1 shards", base) - base,
+def run(opts: Options) -> dict[str, Any]:
+    """The entry point of ``python -m benchmarks shards``: every configuration on its own fresh fleet."""
+    spec = SPEC if opts.size == "full" else SMALL
+    t0, rows = time.time(), {}
+    for workers, n in CONFIGS:
+        label = config_label(workers, n)
+        print(f"shards: {label}", file=sys.stderr, flush=True)
+        with LocalFleet(workers) as fleet:
+            rows[label] = fleet.drive("benchmarks.shards", {"spec": shard_spec(spec, n)}, timeout=DEADLINE_S + 150)
+    base = rows[config_label(1, 1)]["seconds_per_round"]
+    for r in rows.values():
+        r["speedup"] = base / r["seconds_per_round"]
+    overhead = {n: rows[config_label(1, n)]["seconds_per_round"] - base for w, n in CONFIGS if w == 1 and n > 1}
+    base_cpu = rows[config_label(1, 1)]["worker_cpu_seconds_per_round"]
+    cpu_overhead = {
+        n: rows[config_label(1, n)]["worker_cpu_seconds_per_round"] - base_cpu for w, n in CONFIGS if w == 1 and n > 1
     }
-    print(f"{'run':<12} {'s/round':>8} {'speedup':>8}   ({os.cpu_count()} CPUs)")
-    for k, v in rows.items():
-        print(f"{k:<12} {v:8.3f} {base / v:7.2f}x")
-    print(f"sharding overhead per round (1 shard vs unsharded): {record['overhead_seconds_per_round']:.3f} s")
-    out = Path(os.environ.get("FEDWEB_BENCH_RESULTS", Path(__file__).parent / "results")) / "shards-cpu.json"
-    out.write_text(json.dumps(record, indent=2))
-    return 0
+    table = format_table(rows)
+    print(table, flush=True)
+    best = max(rows.values(), key=lambda r: r["speedup"])
+    return {
+        "command": f"python -m benchmarks shards --size {opts.size}",
+        "device": f"up to {max(w for w, _ in CONFIGS)} local CPU workers on {os.cpu_count()} CPUs",
+        "cpus": os.cpu_count(),
+        "precision": "fp32",
+        "wall_seconds": time.time() - t0,
+        "seconds_per_round": base,
+        "spec": spec,
+        "configs": rows,
+        "overhead_seconds_per_round": overhead,
+        "overhead_cpu_seconds_per_round": cpu_overhead,
+        "table": table,
+        "anchor": "issue 10: speedup for 1, 2 and 4 CPU workers, and the per-round overhead of sharding",
+        "anchor_ratio": rows[config_label(2, 2)]["speedup"],
+        "anchor_summary": f"2 workers {rows[config_label(2, 2)]['speedup']:.2f}x, 4 workers "
+        f"{rows[config_label(4, 4)]['speedup']:.2f}x; best {best['speedup']:.2f}x",
+    }
+
+
+def config_label(workers: int, shards: int) -> str:
+    return f"{workers} worker{'s' if workers > 1 else ''}, " + ("unsharded" if shards == 1 else f"{shards} shards")
+
+
+def shard_spec(spec: dict[str, Any], shards: int) -> dict[str, Any]:
+    return {**spec, "compute": {**spec["compute"], "shards": shards}}
+
+
+def format_table(rows: dict[str, dict[str, Any]]) -> str:
+    base = rows[config_label(1, 1)]["seconds_per_round"]
+    lines = [
+        "| configuration | s/round | speedup vs 1 worker | vs unsharded on 1 worker | worker CPU s/round | load avg |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for label, r in rows.items():
+        extra = r["seconds_per_round"] - base
+        lines.append(
+            f"| {label} | {r['seconds_per_round']:.2f} | {r['speedup']:.2f}x | {extra:+.2f} s "
+            f"| {r['worker_cpu_seconds_per_round']:.2f} | {r['load_average_before']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def drive(payload: dict[str, Any]) -> dict[str, Any]:
+    """In the fleet's environment: run one experiment to the end; its wall seconds per round."""
+    setup_django()
+    from django.contrib.auth import get_user_model
+
+    from orchestrator.models import FINISHED, Experiment
+
+    wait_for_workers(payload["workers"])
+    user, _ = get_user_model().objects.get_or_create(username="bench-shards")
+    e = Experiment.objects.create(owner=user, name="shards", spec=payload["spec"])
+    load = os.getloadavg()[0]
+    e.start()
+    t0, cpu_after_warmup = time.time(), None
+    while Experiment.objects.filter(pk=e.pk).exclude(status__in=FINISHED).exists():
+        if time.time() - t0 > DEADLINE_S:
+            raise TimeoutError(f"the experiment is still unfinished after {DEADLINE_S:.0f} s")
+        if cpu_after_warmup is None and e.rounds.exists():
+            cpu_after_warmup = cpu_seconds(payload["worker_pids"])
+        time.sleep(0.1)
+    cpu = cpu_seconds(payload["worker_pids"]) - (cpu_after_warmup or 0.0)
+    e.refresh_from_db()
+    if e.status != "completed":
+        raise RuntimeError(f"the experiment ended {e.status}: {e.error}")
+    rounds = list(e.rounds.order_by("round"))
+    recorded = [r.recorded for r in rounds]
+    timed = len(rounds) - 1
+    return {
+        "rounds": len(rounds),
+        "seconds_per_round": (recorded[-1] - recorded[0]).total_seconds() / timed,
+        "engine_round_seconds": sum(r.round_seconds for r in rounds[1:]) / timed,
+        "worker_cpu_seconds_per_round": cpu / timed,
+        "load_average_before": load,
+        "load_average_after": os.getloadavg()[0],
+        "first_round_s": (recorded[0] - e.queued_at).total_seconds(),
+        "final_test_accuracy": rounds[-1].test_accuracy,
+    }
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    print(json.dumps(drive(json.load(sys.stdin))), flush=True)
