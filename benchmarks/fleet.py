@@ -123,6 +123,33 @@ def setup_django() -> None:
     django.setup()
 
 
+def start_driver(payload: dict[str, Any]) -> None:
+    """The first thing a driver does: Django set up, and every worker of the fleet beating."""
+    setup_django()
+    wait_for_workers(payload["workers"])
+
+
+def bench_user(name: str):
+    """The owner of a driver's experiments (``bench-<name>``), made on first use."""
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.get_or_create(username="bench-" + name)[0]
+
+
+def wait_until_finished(ids: list[int], t0: float, deadline_s: float, poll_s: float, each_poll=None) -> None:
+    """In a driver: return once every experiment in ``ids`` has finished (completed, failed or
+    cancelled); TimeoutError once ``deadline_s`` has passed since ``t0`` (a ``time.time()``).
+    ``each_poll`` is called on every look, before the sleep."""
+    from orchestrator.models import FINISHED, Experiment
+
+    while Experiment.objects.filter(pk__in=ids).exclude(status__in=FINISHED).exists():
+        if time.time() - t0 > deadline_s:
+            raise TimeoutError(f"experiments still unfinished after {deadline_s:.0f} s")
+        if each_poll is not None:
+            each_poll()
+        time.sleep(poll_s)
+
+
 def cpu_seconds(pids: list[int]) -> float:
     """User + system CPU seconds used so far by these worker processes and their pool children: what
     the work cost, whatever else shares the machine's cores (wall time does not say that on a busy host)."""

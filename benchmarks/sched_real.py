@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.fleet import LocalFleet, setup_django, wait_for_workers
+from benchmarks.fleet import LocalFleet, bench_user, start_driver, wait_until_finished
 from benchmarks.sched_sim import SCALES, Job, jain
 
 DEADLINE_S = 240.0  # per policy
@@ -106,16 +106,11 @@ def format_table(rows: dict[str, dict[str, float]]) -> str:
 
 def drive(payload: dict[str, Any]) -> dict[str, Any]:
     """In the fleet's environment: submit the trace over time, wait for every experiment, read it back."""
-    setup_django()
-    from django.contrib.auth import get_user_model
+    start_driver(payload)
+    from orchestrator.models import Experiment, RoundMetric
 
-    from orchestrator.models import FINISHED, Experiment, RoundMetric
-
-    wait_for_workers(payload["workers"])
     jobs = sorted(payload["jobs"], key=lambda j: j["submitted"])
-    users = {}
-    for key in sorted({j["share_key"] for j in jobs}):
-        users[key], _ = get_user_model().objects.get_or_create(username="bench-sched-" + key.replace(":", "-"))
+    users = {key: bench_user("sched-" + key.replace(":", "-")) for key in sorted({j["share_key"] for j in jobs})}
     t0, ids = time.time(), []
     for job in jobs:
         time.sleep(max(0.0, t0 + job["submitted"] - time.time()))
@@ -125,10 +120,7 @@ def drive(payload: dict[str, Any]) -> dict[str, Any]:
         )  # fmt: skip
         e.start()
         ids.append(e.pk)
-    while Experiment.objects.filter(pk__in=ids).exclude(status__in=FINISHED).exists():
-        if time.time() - t0 > DEADLINE_S:
-            raise TimeoutError(f"experiments still unfinished after {DEADLINE_S:.0f} s")
-        time.sleep(0.5)
+    wait_until_finished(ids, t0, DEADLINE_S, 0.5)
     rows = list(Experiment.objects.filter(pk__in=ids))
     completion = np.array([(e.finished - e.queued_at).total_seconds() for e in rows])
     start = min(e.queued_at for e in rows)
