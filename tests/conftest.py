@@ -72,6 +72,16 @@ def enqueued(request):
 
 
 @pytest.fixture
+def empty_round_cache():
+    """No model built in-process by an earlier test: each round task rebuilds (or restores) its own."""
+    from workers import runtime
+
+    runtime._cache.clear()
+    yield
+    runtime._cache.clear()
+
+
+@pytest.fixture
 def user(django_user_model):
     return django_user_model.objects.create_user("alice", password="alice-password")
 

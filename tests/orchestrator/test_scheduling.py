@@ -8,17 +8,9 @@ from django.utils import timezone
 from orchestrator.models import Experiment, Status
 from orchestrator.scheduling import dispatch_round, reconcile, renew_leases
 from tests.conftest import TINY_SPEC
-from workers import runtime
 from workers.tasks import execute_round
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _empty_cache():
-    runtime._cache.clear()
-    yield
-    runtime._cache.clear()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_round_cache")]
 
 
 @pytest.fixture

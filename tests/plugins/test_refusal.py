@@ -7,17 +7,9 @@ import pytest
 from orchestrator.models import Experiment, LogEntry, Status, Worker
 from tests.conftest import TINY_SPEC
 from tests.plugins.conftest import HAS_IT, RECORDED
-from workers import runtime
 from workers.tasks import execute_round
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _empty_cache():
-    runtime._cache.clear()
-    yield
-    runtime._cache.clear()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_round_cache")]
 
 
 def _started(user, plugins) -> Experiment:

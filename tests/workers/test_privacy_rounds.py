@@ -8,24 +8,16 @@ from orchestrator.models import Experiment, Status
 from orchestrator.previews import privacy_estimate
 from orchestrator.rounds import rounds_of
 from tests.conftest import TINY_SPEC
-from workers import runtime
 from workers.privacy import epsilon
 from workers.tasks import run_inline
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_round_cache")]
 
 DP_SPEC = {
     **TINY_SPEC,
     "rounds": 4,
     "privacy": {"mechanism": "gaussian", "clip_norm": 1.0, "noise_multiplier": 1.1, "delta": 1e-5},
 }
-
-
-@pytest.fixture(autouse=True)
-def _empty_cache():
-    runtime._cache.clear()
-    yield
-    runtime._cache.clear()
 
 
 def test_it_records_the_epsilon_spent_after_each_dp_round(user):

@@ -18,11 +18,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def _empty_cache(settings):
+def _checkpoints(settings, empty_round_cache):
     settings.CHECKPOINT_EVERY, settings.CHECKPOINT_KEEP = 2, 2
-    runtime._cache.clear()
-    yield
-    runtime._cache.clear()
 
 
 def _experiment(user, **changes) -> Experiment:
