@@ -1,4 +1,5 @@
-"""A run in a few numbers: final and best test accuracy, final loss, rounds, time and bytes.
+"""A run in a few numbers: final and best test accuracy, final loss, rounds, time, bytes and, for
+a differentially private run, the privacy spent so far (the final ε).
 
 The experiments list and the compare page show them as table columns (computed in the database,
 a bounded number of queries for the whole list); the dashboard and the report show them as a
@@ -34,6 +35,8 @@ METRICS = (
     Metric("rounds", "Rounds", "Rounds done", 0),
     Metric("seconds", "Time", "Time (Σ round seconds)", 1, unit=" s"),
     Metric("bytes", "Total MB", "MB communicated (up + down)", 2, scale=1e6),
+    # ε only grows, so the last recorded value is the privacy spent by the whole run ("–" without DP).
+    Metric("epsilon", "Final ε", "Privacy spent (final ε)", 3),
 )
 EMPTY = {m.key: None for m in METRICS}
 
@@ -42,6 +45,7 @@ def summarize(rounds: list[dict]) -> dict:
     """The summary of a run from its rounds (``RoundResult`` dicts, oldest first)."""
     accuracies = [r["test_accuracy"] for r in rounds if r["test_accuracy"] is not None]
     losses = [r["test_loss"] for r in rounds if r["test_loss"] is not None]
+    epsilons = [r["dp_epsilon"] for r in rounds if r.get("dp_epsilon") is not None]
     if not rounds:
         return dict(EMPTY)
     return {
@@ -51,6 +55,7 @@ def summarize(rounds: list[dict]) -> dict:
         "rounds": len(rounds),
         "seconds": sum(r["round_seconds"] or 0.0 for r in rounds),
         "bytes": sum(r["bytes_up"] + r["bytes_down"] for r in rounds),
+        "epsilon": epsilons[-1] if epsilons else None,
     }
 
 
@@ -78,6 +83,15 @@ def summaries_for(experiment_ids: list[int]) -> dict[int, dict]:
     )
     for row in finals:
         out[row["experiment_id"]].update(final_accuracy=row["acc"], final_loss=row["loss"])
+    private = RoundMetric.objects.filter(experiment_id=OuterRef("experiment_id"), dp_epsilon__isnull=False)
+    spent = (
+        rounds.filter(dp_epsilon__isnull=False)
+        .values("experiment_id")
+        .distinct()
+        .annotate(eps=Subquery(private.order_by("-round").values("dp_epsilon")[:1]))
+    )
+    for row in spent:
+        out[row["experiment_id"]]["epsilon"] = row["eps"]
     return out
 
 

@@ -31,11 +31,11 @@
   }
 
   // The summary block (orchestrator/summaries.py) follows the live rounds too.
-  const summary = { best: null, acc: null, loss: null, mb: 0 };
+  const summary = { best: null, acc: null, loss: null, mb: 0, eps: null };
   document.querySelectorAll("#summary [data-col]").forEach((el) => {
     const v = el.querySelector("b").textContent;
     if (v === "–") return; // the page was rendered mid-run: carry on from the server's figures
-    const key = { bytes: "mb", final_accuracy: "acc", best_accuracy: "best", final_loss: "loss" }[el.dataset.col];
+    const key = { bytes: "mb", final_accuracy: "acc", best_accuracy: "best", final_loss: "loss", epsilon: "eps" }[el.dataset.col];
     if (key) summary[key] = Number(v);
   });
   function updateSummary(m) {
@@ -44,6 +44,7 @@
       summary.best = summary.best === null ? m.test_accuracy : Math.max(summary.best, m.test_accuracy);
     }
     if (m.test_loss !== null && m.test_loss !== undefined) summary.loss = m.test_loss;
+    if (m.dp_epsilon !== null && m.dp_epsilon !== undefined) setSummary("epsilon", m.dp_epsilon.toFixed(3));
     summary.mb += ((m.bytes_up || 0) + (m.bytes_down || 0)) / MB;
     const shown = { final_accuracy: summary.acc, best_accuracy: summary.best, final_loss: summary.loss };
     for (const [key, v] of Object.entries(shown)) if (v !== null) setSummary(key, v.toFixed(4));

@@ -14,9 +14,10 @@ def test_it_summarizes_final_and_best_accuracy_loss_rounds_time_and_bytes():
     rounds.append(round_result(3, test_accuracy=None, test_loss=None))  # not evaluated: the final is round 2's
     summary = summarize(rounds)
     assert summary == {
-        "final_accuracy": 0.7, "best_accuracy": 0.7, "final_loss": 0.9, "rounds": 3, "seconds": 1.5, "bytes": 24_000
+        "final_accuracy": 0.7, "best_accuracy": 0.7, "final_loss": 0.9, "rounds": 3, "seconds": 1.5, "bytes": 24_000,
+        "epsilon": None,
     }  # fmt: skip
-    assert [c["text"] for c in cells(summary)] == ["0.7000", "0.7000", "0.9000", "3", "1.5 s", "0.02"]
+    assert [c["text"] for c in cells(summary)] == ["0.7000", "0.7000", "0.9000", "3", "1.5 s", "0.02", "–"]
     assert all(c["text"] == "–" for c in cells(summarize([])))
 
 
@@ -29,6 +30,23 @@ def test_it_computes_the_list_s_summaries_in_the_database_as_from_the_rounds(use
         rounds = [r.to_result_dict() for r in experiment.rounds.order_by("round")]
         assert summaries[experiment.pk] == pytest.approx(summarize(rounds))
     assert empty.pk not in summaries
+
+
+@pytest.mark.django_db
+def test_it_shows_the_final_epsilon_of_a_private_run_in_the_summary_the_list_and_the_compare_table(alice_client, user):
+    private = make_experiment(user, name="dp")
+    for n, eps in ((1, 0.8), (2, 1.25), (3, None)):  # ε grows; a round the accountant missed keeps the last
+        RoundMetric.record(private, round_result(n, dp_epsilon=eps))
+    plain = make_experiment(user, rounds=2, name="plain")
+    assert summaries_for([private.pk, plain.pk])[private.pk]["epsilon"] == 1.25
+    assert summaries_for([plain.pk])[plain.pk]["epsilon"] is None
+    epsilon = next(c for c in cells(summarize([r.to_result_dict() for r in private.rounds.all()])) if c["key"] == "epsilon")
+    assert epsilon["text"] == "1.250"
+    pages = ("/", f"/experiments/{private.pk}/", f"/compare/?ids={private.pk},{plain.pk}")
+    for url in pages:
+        html = alice_client.get(url).content.decode()
+        assert "Final ε" in html or "Privacy spent (final ε)" in html, url
+        assert 'data-col="epsilon" data-value="1.25">1.250<' in html or "<b>1.250</b>" in html, url
 
 
 def test_it_groups_the_spec_and_marks_the_fields_that_differ_from_the_defaults():
