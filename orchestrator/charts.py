@@ -123,6 +123,9 @@ CHARTS: tuple[Chart, ...] = (
 # On the compare page each experiment gets its own colour and dash, so that an identical shorter run
 # still shows over a longer one (the shorter runs are also drawn last, on top).
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+# The shared legend's swatch is a CSS border: the nearest CSS style to each plotly dash.
+CSS_DASH = {"solid": "solid", "dash": "dashed", "dot": "dotted", "dashdot": "dashed", "longdash": "dashed",
+            "longdashdot": "dashed"}  # fmt: skip
 EMPTY_TEXT = "No rounds yet: the charts fill in as rounds finish."
 
 
@@ -176,7 +179,10 @@ def participation_figure(rounds: list[dict]) -> dict | None:
     bars = go.Bar(x=labels, y=counts, name="clients", marker={"color": "#0891b2"}, meta=Series(("-",)).meta())
     layout = _layout(Chart("participation", "", "clients", ()), y_title="clients", right_axis=False, empty=False)
     layout["xaxis"] = {"title": {"text": f"times sampled (after round {last['round']})"}, "type": "category"}
-    return _figure_json([bars], layout)
+    figure = _figure_json([bars], layout)
+    # Its x is "times sampled", not rounds: the page keeps it out of the x-axis choice and the linked zoom.
+    figure["own_x"] = True
+    return figure
 
 
 def _trace(trace: Trace, rounds: list[dict], **style) -> go.BaseTraceType:
@@ -185,7 +191,8 @@ def _trace(trace: Trace, rounds: list[dict], **style) -> go.BaseTraceType:
         "name": style.pop("name", trace.name),
         "x": xs,
         "y": ys,
-        "meta": {**trace.series.meta(), "run": style.pop("run", "")},  # run: whose x axes (compare page)
+        # run: whose x axes; legend: what the compare page's shared legend hides it by
+        "meta": {**trace.series.meta(), "run": (run := style.pop("run", "")), **({"legend": run} if run else {})},
         # A trace with no point yet stays out of the legend (VRAM on a CPU run); the page shows it
         # once a round gives it one.
         "visible": bool(xs),
@@ -249,9 +256,11 @@ def dashboard_figure(chart: Chart, rounds: list[dict]) -> dict:
 
 
 def compare_figure(chart: Chart, series: list[dict]) -> dict:
-    """One chart with the compare traces of each experiment of ``series`` (``{"id", "name", "rounds"}``),
-    one colour and one dash per experiment, the shorter runs drawn last (on top); the secondary
-    trace ("dot") is faint. Every trace is on the left axis (there is one quantity per chart)."""
+    """One chart with the compare traces of each experiment of ``series`` (``{"id", "name", "rounds"}``
+    and an optional short ``label``), one colour and one dash per experiment, the shorter runs drawn
+    last (on top); the secondary trace ("dot") is faint. Every trace is on the left axis (there is
+    one quantity per chart). The figure has no legend of its own: the page shows one legend for all
+    its charts (``compare_charts``'s ``legend``), which hides a run by its ``meta.legend``."""
     picked = [t for t in chart.traces if t.compare]
     order = sorted(range(len(series)), key=lambda i: -len(series[i]["rounds"]))
     traces = []
@@ -259,14 +268,28 @@ def compare_figure(chart: Chart, series: list[dict]) -> dict:
         s = series[i]
         for t in picked:
             main = t.compare == "solid"
-            style = {"name": f"{s['name']} #{s['id']}", "legendgroup": str(s["id"]), "right_axis": False}
+            style = {"name": _label(s), "legendgroup": str(s["id"]), "right_axis": False}
             style.update(color=PALETTE[i % len(PALETTE)], dash=DASHES[i % len(DASHES)], showlegend=main)
             style.update(run=str(s["id"]), width=2.5 if main else 1.5, opacity=1.0 if main else 0.45)
             traces.append(_trace(t, s["rounds"], **style))
     main = next(t for t in picked if t.compare == "solid")
     y_title = chart.y2_title if main.right_axis else chart.y_title
     empty = not any(s["rounds"] for s in series)
-    return _figure_json(traces, _layout(chart, y_title=y_title, right_axis=False, empty=empty))
+    layout = _layout(chart, y_title=y_title, right_axis=False, empty=empty)
+    # Six runs' legend took 60% of each panel (and scrolled): the page's shared legend replaces it.
+    layout["showlegend"] = False
+    layout["margin"]["t"] = 12
+    return _figure_json(traces, layout)
+
+
+def _label(s: dict) -> str:
+    return s.get("label") or f"{s['name']} #{s['id']}"
+
+
+def compare_chart_list(series: list[dict]) -> list[Chart]:
+    """The charts the compare page draws for ``series``: those with a compare trace that any run fills."""
+    shown = _charts_for([r for s in series for r in s["rounds"]])
+    return [c for c in shown if any(t.compare for t in c.traces)]
 
 
 def x_axes(rounds: list[dict]) -> dict:
@@ -299,64 +322,15 @@ def dashboard_charts(rounds: list[dict], spec: dict | None = None) -> dict:
 
 
 def compare_charts(series: list[dict]) -> dict:
-    """The compare page's figures: the same charts, one colour per experiment."""
-    shown = _charts_for([r for s in series for r in s["rounds"]])
-    charts = [c for c in shown if any(t.compare for t in c.traces)]
+    """The compare page's figures: the same charts, one colour per experiment, and the page's one
+    legend (``{"key", "label", "title", "color", "dash"}`` per experiment: its short label, its full
+    name as the tooltip)."""
+    charts = compare_chart_list(series)
+    legend = [{"key": str(s["id"]), "label": _label(s), "title": f"{s['name']} #{s['id']}",
+               "color": PALETTE[i % len(PALETTE)], "dash": CSS_DASH[DASHES[i % len(DASHES)]]} for i, s in enumerate(series)]  # fmt: skip
     return {
+        "legend": legend,
         "panels": [{"id": f"cmp-{c.id}", "title": c.compare_title} for c in charts],
         "figures": {f"cmp-{c.id}": compare_figure(c, series) for c in charts},
         "x_axes": {str(s["id"]): x_axes(s["rounds"]) for s in series},
     }
-
-
-# -- sweeps: one line per configuration (mean over seeds) in a shaded ± std band; parallel coordinates --
-
-
-def _rgba(hex_color: str, alpha: float) -> str:
-    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
-    return f"rgba({r},{g},{b},{alpha})"
-
-
-def band_figure(title: str, y_title: str, curves: list[dict]) -> dict:
-    """One chart of a sweep's metric: for each configuration (``{"label", "x", "mean", "std"}``) a
-    mean line (``meta.role`` "mean") over a shaded band from mean - std to mean + std (two traces,
-    "upper" and "lower", out of the legend)."""
-    traces = []
-    for i, c in enumerate(curves):
-        color = PALETTE[i % len(PALETTE)]
-        upper = [m + s for m, s in zip(c["mean"], c["std"], strict=True)]
-        lower = [m - s for m, s in zip(c["mean"], c["std"], strict=True)]
-        common = {"x": c["x"], "legendgroup": c["label"], "hoverinfo": "skip", "showlegend": False}
-        traces.append(go.Scatter(y=upper, mode="lines", line={"width": 0}, meta={"role": "upper"}, **common))
-        traces.append(go.Scatter(y=lower, mode="lines", line={"width": 0}, fill="tonexty",
-                                 fillcolor=_rgba(color, 0.18), meta={"role": "lower"}, **common))  # fmt: skip
-        traces.append(go.Scatter(
-            x=c["x"], y=c["mean"], name=c["label"], legendgroup=c["label"], mode="lines+markers",
-            line={"color": color, "width": 2}, marker={"size": 4}, meta={"role": "mean", "std": c["std"]},
-        ))  # fmt: skip
-    chart = Chart(f"sweep-{title}", title, y_title, ())
-    layout = _layout(chart, y_title=y_title, right_axis=False, empty=not curves)
-    layout["title"] = {"text": title, "x": 0, "font": {"size": 13}}
-    layout["margin"]["t"] = 60
-    return _figure_json(traces, layout)
-
-
-def parallel_figure(fields: list[str], rows: list[dict], target: str = "final accuracy") -> dict:
-    """Parallel coordinates: one line per run from its swept values (``rows``: {"values": {field:
-    value}, "target": float | None}) to ``target``. Text values get one tick each."""
-    dimensions = []
-    for field in fields:
-        values = [r["values"].get(field) for r in rows]
-        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-            dimensions.append({"label": field, "values": values})
-        else:  # categories: positions with their names as ticks
-            names = sorted({json.dumps(v) for v in values})
-            dimensions.append({
-                "label": field, "values": [names.index(json.dumps(v)) for v in values],
-                "tickvals": list(range(len(names))), "ticktext": names,
-            })  # fmt: skip
-    scores = [r["target"] if r["target"] is not None else float("nan") for r in rows]
-    dimensions.append({"label": target, "values": scores})
-    line = {"color": scores, "colorscale": "Viridis", "showscale": True}
-    layout = {"margin": {"l": 70, "r": 70, "t": 50, "b": 30}, "font": {"size": 12}, "paper_bgcolor": "#fff"}
-    return _figure_json([go.Parcoords(dimensions=dimensions, line=line)], layout)

@@ -72,6 +72,31 @@ def differing_fields(specs: list[dict]) -> list[str]:
     return [k for k in keys if k != SEED_FIELD and len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
 
 
+def _short(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def run_labels(experiments: list) -> list[str]:
+    """A short label per run made of the fields whose values differ (seed included), e.g.
+    ``mu=0.1 seed=1``; each field by its last name unless two differing fields share it. A run
+    whose label would not tell it apart (identical specs) is labelled ``name #id``."""
+    specs = [e.spec for e in experiments]
+    flat = [flatten(s) for s in specs]
+    fields = differing_fields(specs)
+    if len({json.dumps(f.get(SEED_FIELD)) for f in flat}) > 1:
+        fields.append(SEED_FIELD)
+    lasts = [f.rsplit(".", 1)[-1] for f in fields]
+    names = [
+        last if lasts.count(last) == 1 else ".".join(f.rsplit(".", 2)[-2:])
+        for f, last in zip(fields, lasts, strict=True)
+    ]
+    labels = [" ".join(f"{n}={_short(f.get(k))}" for n, k in zip(names, fields, strict=True)) for f in flat]
+    return [
+        label if label and labels.count(label) == 1 else f"{e.name} #{e.pk}"
+        for e, label in zip(experiments, labels, strict=True)
+    ]
+
+
 def group(experiments: list, rounds_by_id: dict[int, list[dict]], fields: list[str]) -> list[dict]:
     """One row per configuration (the values of ``fields``), in first-seen order: its runs, the
     seeds, how many finished, and mean ± std over the runs of every metric of ``METRICS``."""

@@ -9,12 +9,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from orchestrator.access import get_experiment_for_user
-from orchestrator.charts import compare_charts
+from orchestrator.charts import compare_chart_list, compare_charts
 from orchestrator.rounds import rounds_of
 from orchestrator.spec_table import flatten
 from orchestrator.summaries import METRICS, cells, summarize
+from orchestrator.sweep_charts import grouped_charts
 from orchestrator.sweep_stats import METRICS as GROUP_METRICS
-from orchestrator.sweep_stats import differing_fields, group
+from orchestrator.sweep_stats import differing_fields, group, run_labels
 from orchestrator.views.pages import ids_param
 
 
@@ -30,7 +31,11 @@ def spec_differences(specs: list[dict]) -> list[tuple[str, list]]:
 def experiment_compare(request: HttpRequest) -> HttpResponse:
     ids = list(dict.fromkeys(ids_param(request.GET.get("ids", ""))))
     experiments = [get_experiment_for_user(request.user, pk) for pk in ids]
-    series = [{"id": e.pk, "name": e.name, "rounds": rounds_of(e)} for e in experiments]
+    labels = run_labels(experiments)
+    series = [
+        {"id": e.pk, "name": e.name, "label": label, "rounds": rounds_of(e)}
+        for e, label in zip(experiments, labels, strict=True)
+    ]
     ctx = {"experiments": experiments, "series": series, "differences": spec_differences([e.spec for e in experiments])}
     ctx["charts"] = compare_charts(series)
     ctx["metrics"] = METRICS
@@ -38,5 +43,11 @@ def experiment_compare(request: HttpRequest) -> HttpResponse:
     if request.GET.get("group"):  # runs that differ only by seed pool into one row: mean ± std
         fields = differing_fields([e.spec for e in experiments])
         ctx.update(group_fields=fields, group_metrics=GROUP_METRICS)
-        ctx["groups"] = group(experiments, {s["id"]: s["rounds"] for s in series}, fields)
+        rounds_by_id = {s["id"]: s["rounds"] for s in series}
+        ctx["groups"] = group(experiments, rounds_by_id, fields)
+        # The charts too, not only the table: each configuration's mean ± std band (as on a sweep's page).
+        grouped = grouped_charts(compare_chart_list(series), ctx["groups"], rounds_by_id)
+        for key in ("legend", "panels"):
+            ctx["charts"][key] = ctx["charts"][key] + grouped[key]
+        ctx["charts"]["figures"].update(grouped["figures"])
     return render(request, "orchestrator/experiment_compare.html", ctx)

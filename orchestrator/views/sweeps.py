@@ -14,8 +14,8 @@ from django.views.decorators.http import require_POST
 
 from fedweb.inputs import parse_int
 from orchestrator import access
-from orchestrator.charts import band_figure, parallel_figure
 from orchestrator.models import RoundMetric
+from orchestrator.sweep_charts import NO_TARGET_TEXT, band_figure, parallel_figure
 from orchestrator.sweep_forms import SweepForm, axes_text
 from orchestrator.sweep_model import SEED_FIELD
 from orchestrator.sweep_stats import METRICS, band, group, run_value, value_at
@@ -74,8 +74,9 @@ def sweep_context(sweep) -> dict:
     }  # fmt: skip
     runs = [{"values": {f: value_at(e.spec, f) for f in sweep.config_fields},
              "target": run_value(rounds[e.pk], "test_accuracy", "final")} for e in experiments]  # fmt: skip
-    if sweep.config_fields:
-        figures["sweep-parallel"] = parallel_figure(sweep.config_fields, runs)
+    parallel = parallel_figure(sweep.config_fields, runs) if sweep.config_fields else None
+    if parallel is not None:
+        figures["sweep-parallel"] = parallel
     statuses: dict[str, int] = {}
     for e in experiments:
         statuses[e.status] = statuses.get(e.status, 0) + 1
@@ -86,6 +87,7 @@ def sweep_context(sweep) -> dict:
         "rounds_total": sum(e.total_rounds for e in experiments),
         "active": any(not e.is_finished for e in experiments),
         "ids": ",".join(str(e.pk) for e in experiments),
+        "parallel_pending": NO_TARGET_TEXT if sweep.config_fields and parallel is None else "",
     }  # fmt: skip
 
 

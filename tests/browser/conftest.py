@@ -14,6 +14,7 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 # Module scope, not session: Playwright's event loop must be gone before later modules run sync
@@ -52,6 +53,17 @@ def page(browser):
 def artifacts() -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS
+
+
+def screenshot(target, artifacts: Path, name: str, **kwargs) -> Path:
+    """Save a screenshot of ``target`` (a page or a locator) as test-artifacts/<name>; with
+    FEDWEB_SCREENSHOTS=docs also as docs/<name>, the picture README/docs show (so a run refreshes
+    them on purpose, not on every test run)."""
+    path = artifacts / name
+    target.screenshot(path=str(path), **kwargs)
+    if os.environ.get("FEDWEB_SCREENSHOTS") == "docs":
+        (DOCS / name).write_bytes(path.read_bytes())
+    return path
 
 
 def log_in(page, base: str, username: str, password: str) -> None:

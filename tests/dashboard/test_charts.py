@@ -122,3 +122,55 @@ def test_it_gives_the_page_each_round_s_wall_clock_seconds_and_megabytes_so_far(
     series = [{"id": 3, "name": "a", "rounds": rounds}]
     assert compare_charts(series)["x_axes"] == {"3": x_axes(rounds)}
     assert dashboard_charts(rounds)["x_axes"] == {"": x_axes(rounds)}
+
+
+@pytest.mark.django_db
+def test_it_labels_compared_runs_by_the_fields_that_differ_in_one_legend_for_the_page(alice_client, user):
+    from orchestrator.sweep_stats import run_labels
+
+    runs = [
+        make_experiment(user, rounds=2, name=f"fedprox sweep run {i}", spec={"algorithm": {"name": "fedprox", "mu": mu},
+                                                                              "seed": seed})
+        for i, (mu, seed) in enumerate((m, s) for m in (0.01, 0.1, 1.0) for s in (0, 1))
+    ]  # fmt: skip
+    assert run_labels(runs)[:3] == ["mu=0.01 seed=0", "mu=0.01 seed=1", "mu=0.1 seed=0"]
+    twins = [make_experiment(user, name="twin"), make_experiment(user, name="twin")]
+    assert run_labels(twins) == [f"twin #{twins[0].pk}", f"twin #{twins[1].pk}"]  # nothing tells them apart
+
+    charts = alice_client.get("/compare/?ids=" + ",".join(str(e.pk) for e in runs)).context["charts"]
+    assert [item["label"] for item in charts["legend"]] == run_labels(runs)
+    assert charts["legend"][0]["title"] == f"fedprox sweep run 0 #{runs[0].pk}"  # the full name as the tooltip
+    for chart_id, figure in charts["figures"].items():
+        assert figure["layout"]["showlegend"] is False, chart_id  # the page's legend, not one per chart
+        assert {t["meta"]["legend"] for t in figure["data"]} == {str(e.pk) for e in runs}, chart_id
+
+
+@pytest.mark.django_db
+def test_it_draws_the_grouped_runs_as_mean_and_std_bands_per_configuration(alice_client, user):
+    runs = [
+        make_experiment(user, name="r", spec={"algorithm": {"name": "fedprox", "mu": mu}, "seed": seed})
+        for mu in (0.1, 1.0) for seed in (0, 1)
+    ]  # fmt: skip
+    for e in runs:
+        spread = 0.02 * e.spec["seed"]
+        for n in (1, 2):
+            RoundMetric.record(e, round_result(n, test_accuracy=0.1 * n + e.spec["algorithm"]["mu"] / 10 + spread))
+    charts = alice_client.get("/compare/?group=1&ids=" + ",".join(str(e.pk) for e in runs)).context["charts"]
+    grouped = charts["figures"]["grp-accuracy"]
+    assert grouped["own_x"] is True  # pooled runs share rounds, not MB or seconds
+    means = {t["name"]: t for t in grouped["data"] if t["meta"]["role"] == "mean"}
+    assert set(means) == {"mu=0.1", "mu=1.0"}
+    assert means["mu=1.0"]["y"] == pytest.approx([0.21, 0.31]) and means["mu=1.0"]["meta"]["std"] == pytest.approx(
+        [0.0141421, 0.0141421], rel=1e-4
+    )
+    assert sum(t["meta"]["role"] == "lower" and t["fill"] == "tonexty" for t in grouped["data"]) == 2
+    assert {item["key"] for item in charts["legend"]} >= {"config:mu=0.1", "config:mu=1.0"}
+    assert any(p["id"] == "grp-accuracy" for p in charts["panels"])
+
+
+def test_it_keeps_the_participation_histogram_on_its_own_x_axis():
+    rounds = [round_result(1, participation_histogram=[2, 3, 1])]
+    charts = dashboard_charts(rounds)
+    figure = charts["figures"]["chart-participation"]
+    assert figure["own_x"] is True and figure["layout"]["xaxis"]["title"]["text"].startswith("times sampled")
+    assert not any(f.get("own_x") for k, f in charts["figures"].items() if k != "chart-participation")

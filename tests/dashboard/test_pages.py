@@ -128,8 +128,8 @@ def test_it_compares_experiments_and_lists_differing_fields(alice_client, user, 
     html = response.content.decode()
     assert "<code>data.alpha</code>" in html
     accuracy = _script_json(html, "charts-data")["figures"]["cmp-accuracy"]["data"]
-    # The shorter run is drawn last, on top of the longer one.
-    assert [(t["name"], t["x"]) for t in accuracy] == [(f"b #{b.pk}", [1, 2, 3]), (f"a #{a.pk}", [1, 2])]
+    # The shorter run is drawn last, on top of the longer one; each is named by the fields that differ.
+    assert [(t["name"], t["x"]) for t in accuracy] == [("alpha=0.9 lr=0.1", [1, 2, 3]), ("alpha=0.1 lr=0.05", [1, 2])]
     series = response.context["series"]
     assert [len(s["rounds"]) for s in series] == [2, 3]
     theirs = make_experiment(other_user)
