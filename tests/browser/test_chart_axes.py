@@ -145,7 +145,7 @@ def test_it_smooths_a_constant_series_on_a_log_axis_that_keeps_its_tick_labels(p
         assert len(ticks) >= 2, (chart, axis, ticks)
         # Every label reads as the number at its place: no bare minor digits ("2", "3" at 20, 30).
         assert all(_reads_as_its_value(v, text) for v, text in ticks), (chart, axis, ticks)
-    for chart in ("chart-loss", "chart-accuracy", "chart-memory", "chart-bandwidth", "chart-time", "chart-participants"):
+    for chart in ("chart-loss", "chart-accuracy", "chart-memory", "chart-bandwidth", "chart-time", "chart-participants"):  # fmt: skip
         for ticks in ("ytick", "y2tick"):
             assert _overlapping_labels(page, chart, ticks) == 0, (chart, ticks)
     screenshot(page.locator(".charts"), artifacts, "charts-log.png")

@@ -40,7 +40,9 @@ def test_it_shows_the_final_epsilon_of_a_private_run_in_the_summary_the_list_and
     plain = make_experiment(user, rounds=2, name="plain")
     assert summaries_for([private.pk, plain.pk])[private.pk]["epsilon"] == 1.25
     assert summaries_for([plain.pk])[plain.pk]["epsilon"] is None
-    epsilon = next(c for c in cells(summarize([r.to_result_dict() for r in private.rounds.all()])) if c["key"] == "epsilon")
+    epsilon = next(
+        c for c in cells(summarize([r.to_result_dict() for r in private.rounds.all()])) if c["key"] == "epsilon"
+    )
     assert epsilon["text"] == "1.250"
     pages = ("/", f"/experiments/{private.pk}/", f"/compare/?ids={private.pk},{plain.pk}")
     for url in pages:
