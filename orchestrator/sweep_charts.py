@@ -49,10 +49,19 @@ def band_traces(curves: list[dict]) -> list:
 def band_figure(title: str, y_title: str, curves: list[dict]) -> dict:
     """One chart of a sweep's metric: ``band_traces`` of its configurations, titled."""
     chart = Chart(f"sweep-{title}", title, y_title, ())
-    layout = _layout(chart, y_title=y_title, right_axis=False, empty=not curves)
-    layout["title"] = {"text": title, "x": 0, "font": {"size": 13}}
-    layout["margin"]["t"] = 60
+    layout = _layout(chart, y_title=y_title, right_axis=False, empty=not any(c["x"] for c in curves))
+    # The title above the legend, which sits just above the plot.
+    layout["title"] = {"text": title, "x": 0, "y": 0.98, "yanchor": "top", "font": {"size": 13}}
+    layout["margin"]["t"] = 72
+    _whole_rounds(layout, curves)
     return _figure_json(band_traces(curves), layout)
+
+
+def _whole_rounds(layout: dict, curves: list[dict]) -> None:
+    """One tick per round while there are few ("d" alone gives 0 1 1 2 2 3 on three rounds)."""
+    last = max((c["x"][-1] for c in curves if c["x"]), default=0)
+    if last <= 10:
+        layout["xaxis"].update(tick0=0, dtick=1)
 
 
 def grouped_figure(chart: Chart, groups: list[dict], rounds_by_id: dict[int, list[dict]]) -> dict:
@@ -75,6 +84,7 @@ def grouped_figure(chart: Chart, groups: list[dict], rounds_by_id: dict[int, lis
     layout = _layout(chart, y_title=y_title, right_axis=False, empty=not any(c["x"] for c in curves))
     layout["showlegend"] = False  # the page's shared legend names the configurations
     layout["uirevision"] = f"grouped-{chart.id}"
+    _whole_rounds(layout, curves)
     figure = _figure_json(band_traces(curves), layout)
     figure["own_x"] = True
     return figure
@@ -86,20 +96,18 @@ def _number(v: float) -> str:
 
 
 def _dimension(field: str, values: list) -> dict:
-    """One parcoords axis. Numbers: whole-number fields get integer ticks, few distinct values get
-    one tick each, formatted; text (or mixed) values are categories with one tick per name."""
+    """One parcoords axis. Few distinct numbers (a swept grid: 0, 0.01, 0.1, 1) sit at evenly spaced
+    places in their order, each ticked with its formatted value (on a linear scale 0 and 0.01 would
+    overlap); more numbers get a linear axis, whole-number fields with integer ticks; text (or
+    mixed) values are categories with one tick per name."""
     if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
         distinct = sorted(set(values))
-        dim: dict = {"label": field, "values": values}
         if len(distinct) <= MAX_VALUE_TICKS:
-            dim.update(tickvals=distinct, ticktext=[_number(v) for v in distinct])
-        else:
-            whole = all(float(v).is_integer() for v in distinct)
-            dim["tickformat"] = ",d" if whole else "~g"
-        if len(distinct) == 1:  # one value: a range around it, else plotly draws the axis -1..1
-            v = distinct[0]
-            dim["range"] = [v - 1, v + 1] if float(v).is_integer() else [v * 0.9, v * 1.1] if v else [-1, 1]
-        return dim
+            places = list(range(len(distinct)))
+            return {"label": field, "values": [distinct.index(v) for v in values], "tickvals": places,
+                    "ticktext": [_number(v) for v in distinct], "range": [-0.25, max(len(distinct) - 0.75, 0.25)]}  # fmt: skip
+        whole = all(float(v).is_integer() for v in distinct)
+        return {"label": field, "values": values, "tickformat": ",d" if whole else "~g"}
     names = sorted({json.dumps(v) for v in values})
     return {"label": field, "values": [names.index(json.dumps(v)) for v in values],
             "tickvals": list(range(len(names))), "ticktext": names}  # fmt: skip

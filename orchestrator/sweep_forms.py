@@ -9,7 +9,10 @@ import json
 from django import forms
 from django.core.exceptions import ValidationError
 
+from accounts.models import Team
 from fedweb import inputs
+from orchestrator.access import teams_for_creation
+from orchestrator.models import check_team_visibility
 from orchestrator.owned_forms import OwnedForm
 from orchestrator.sweep_model import SEED_FIELD, SWEEP_MODES
 from orchestrator.sweeps import SweepError, expand
@@ -127,3 +130,29 @@ class SweepForm(OwnedForm):
         if dotted == SEED_FIELD and SEED_FIELD in axes:
             return "seeds"
         return "axes" if dotted in axes else "base_spec"
+
+
+class SweepSharingForm(forms.Form):
+    """A sweep's team and visibility (a sweep has no public link), changed after its creation; its
+    runs follow it (``views.sweep_sharing.apply_sharing``)."""
+
+    team = OwnedForm.base_fields["team"]
+    visibility = OwnedForm.base_fields["visibility"]
+
+    def __init__(self, *args, user=None, sweep=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        teams = teams_for_creation(user)
+        if sweep is not None and sweep.team_id:  # a team owner of someone else's team may keep it there
+            teams = teams | Team.objects.filter(pk=sweep.team_id)
+        self.fields["team"].queryset = teams.distinct()
+
+    def clean_visibility(self) -> str:
+        return self.cleaned_data["visibility"] or "private"
+
+    def clean(self):
+        cleaned = super().clean()
+        try:
+            check_team_visibility(cleaned.get("visibility"), cleaned.get("team"))
+        except ValidationError as e:
+            self.add_error(None, e)  # keyed by field: lands on "visibility"
+        return cleaned

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from orchestrator import priority
-from orchestrator.views import compare, controls, downloads, health, pages, sweeps, workers
+from orchestrator.views import compare, controls, downloads, health, pages, sweep_sharing, sweeps, workers
 
 # URL names are a contract with the REST API and the permission tests: keep them stable.
 urlpatterns = [
@@ -26,6 +26,8 @@ urlpatterns = [
     path("sweeps/new/", sweeps.sweep_new, name="sweep_new"),
     path("sweeps/<int:pk>/", sweeps.sweep_detail, name="sweep_detail"),
     path("sweeps/<int:pk>/cancel/", sweeps.sweep_cancel, name="sweep_cancel"),
+    path("sweeps/<int:pk>/live.json", sweep_sharing.sweep_live, name="sweep_live"),
+    path("sweeps/<int:pk>/sharing/", sweep_sharing.sweep_sharing, name="sweep_sharing"),
     path("sweeps/<int:pk>/delete/", sweeps.sweep_delete, name="sweep_delete"),
     path("workers/", workers.worker_list, name="worker_list"),
     path("workers.json", workers.worker_list_json, name="worker_list_json"),

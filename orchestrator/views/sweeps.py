@@ -10,6 +10,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from fedweb.inputs import parse_int
@@ -77,6 +78,7 @@ def sweep_context(sweep) -> dict:
     parallel = parallel_figure(sweep.config_fields, runs) if sweep.config_fields else None
     if parallel is not None:
         figures["sweep-parallel"] = parallel
+    chart_ids = [f"sweep-{field}" for field, _, _ in CURVES] + (["sweep-parallel"] if sweep.config_fields else [])
     statuses: dict[str, int] = {}
     for e in experiments:
         statuses[e.status] = statuses.get(e.status, 0) + 1
@@ -88,6 +90,8 @@ def sweep_context(sweep) -> dict:
         "active": any(not e.is_finished for e in experiments),
         "ids": ",".join(str(e.pk) for e in experiments),
         "parallel_pending": NO_TARGET_TEXT if sweep.config_fields and parallel is None else "",
+        "chart_ids": chart_ids,
+        "live": {"socket": f"/ws/sweeps/{sweep.pk}/", "refresh": reverse("sweep_live", args=[sweep.pk])},
     }  # fmt: skip
 
 

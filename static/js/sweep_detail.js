@@ -1,29 +1,49 @@
 // Sweep page: draws the figures orchestrator/charts.py built, sorts the configurations table by the
-// clicked heading, and reloads while runs are going (asking the access-checked statuses endpoint).
+// clicked heading, and follows the runs live: the sweep's socket (orchestrator/sweep_live.py) says
+// when a run changed, and the page fetches the progress, the rows and the figures again from the
+// access-checked live.json (at most one request in flight; changes meanwhile make one more).
 (function () {
   "use strict";
   const CONFIG = { displaylogo: false, responsive: true };
-  const figures = document.getElementById("sweep-figures");
-  if (figures && window.Plotly) {
-    for (const [id, fig] of Object.entries(JSON.parse(figures.textContent))) {
-      const div = document.getElementById(id);
-      if (div) Plotly.newPlot(div, fig.data, fig.layout, CONFIG);
+  const $ = (id) => document.getElementById(id);
+  const table = $("sweep-table");
+  const live = JSON.parse($("sweep-live").textContent);
+  const conn = $("sweep-conn");
+  let sorted = null; // [heading index, descending] the reader chose: kept across refreshes
+
+  function draw(figures, pending) {
+    if (!window.Plotly) return;
+    for (const [id, fig] of Object.entries(figures)) {
+      const div = $(id);
+      if (!div) continue;
+      div.hidden = false;
+      Plotly.react(div, fig.data, fig.layout, CONFIG);
+    }
+    const waiting = $("sweep-parallel-pending");
+    if (waiting) {
+      waiting.hidden = !pending;
+      waiting.textContent = pending || "";
+      if (!figures["sweep-parallel"] && $("sweep-parallel")) $("sweep-parallel").hidden = true;
     }
   }
+  draw(JSON.parse($("sweep-figures").textContent), null);
 
-  const table = document.getElementById("sweep-table");
   if (table) {
     table.querySelectorAll("th").forEach((th, index) => {
       th.style.cursor = "pointer";
-      th.addEventListener("click", () => sortBy(th, index));
+      th.addEventListener("click", () => {
+        const descending = th.dataset.order !== "desc";
+        sorted = [index, descending];
+        sortBy(index, descending);
+      });
     });
   }
 
-  function sortBy(th, index) {
-    const descending = th.dataset.order !== "desc";
-    table.querySelectorAll("th").forEach((h) => delete h.dataset.order);
-    th.dataset.order = descending ? "desc" : "asc";
-    const numeric = th.dataset.type === "num";
+  function sortBy(index, descending) {
+    const ths = table.querySelectorAll("th");
+    ths.forEach((h) => delete h.dataset.order);
+    ths[index].dataset.order = descending ? "desc" : "asc";
+    const numeric = ths[index].dataset.type === "num";
     const key = (row) => row.children[index].dataset.value;
     const rows = Array.from(table.tBodies[0].rows);
     rows.sort((a, b) => {
@@ -38,21 +58,32 @@
     rows.forEach((row) => table.tBodies[0].appendChild(row));
   }
 
-  const ids = JSON.parse(document.getElementById("sweep-ids").textContent);
-  const active = JSON.parse(document.getElementById("sweep-active").textContent);
-  if (!active || !ids) return;
-  let last = null;
-  async function poll() {
+  let busy = false, again = false, socket = null;
+  async function refresh() {
+    if (busy) { again = true; return; }
+    busy = true;
     try {
-      const response = await fetch(`/experiments/statuses.json?ids=${ids}`, { credentials: "same-origin" });
+      const response = await fetch(live.refresh, { credentials: "same-origin" });
       if (response.ok) {
         const body = await response.json();
-        const now = JSON.stringify(Object.entries(body.experiments).map(([id, e]) => [id, e.status, e.current_round]));
-        if (last !== null && now !== last) return window.location.reload();
-        last = now;
+        $("sweep-progress").innerHTML = body.progress;
+        table.tBodies[0].innerHTML = body.rows;
+        if (sorted) sortBy(...sorted);
+        draw(body.figures, body.parallel_pending);
+        if (!body.active) $("cancel-sweep")?.closest("form")?.remove();
+        document.body.dataset.sweepRefreshed = String(Number(document.body.dataset.sweepRefreshed || 0) + 1);
       }
-    } catch (e) { /* offline for a moment: try again */ }
-    setTimeout(poll, 3000);
+    } catch (e) { /* offline for a moment: the next event or reconnection fetches again */ }
+    busy = false;
+    if (again) { again = false; refresh(); }
   }
-  poll();
+
+  if (window.FedWebLive) {
+    socket = FedWebLive.connect({
+      url: live.socket,
+      onMessage: (m) => { if (m.type === "sweep_changed") refresh(); },
+      onState: (s) => { if (conn) { conn.textContent = s; conn.dataset.state = s; } },
+    });
+  }
+  window.FedWebSweep = { refresh, socket };
 })();

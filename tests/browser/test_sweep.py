@@ -1,6 +1,7 @@
 """Acceptance of sweeps (issue 12 item 1): a 4 x 3 sweep (mu x seeds) of the FedProx stragglers
 preset, submitted from the form in real Chromium, runs on a real Celery worker; its page shows 4
-mean ± std lines and the configurations table, which sorts by the clicked column."""
+mean ± std lines and the configurations table, which sorts by the clicked column. The page follows
+the runs over its own socket (issue 21), without reloading itself."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from orchestrator.models import Sweep
 from tests import live
-from tests.browser.conftest import log_in
+from tests.browser.conftest import log_in, screenshot
 from workers.engine.presets import PRESETS
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.slow]
@@ -38,7 +39,6 @@ def _column(page, key: str) -> list[float]:
 def test_it_runs_a_4_by_3_sweep_from_the_form_and_charts_mean_and_std(page, django_user_model, daphne, workers,
                                                                       artifacts):  # fmt: skip
     django_user_model.objects.create_user("alice", password="alice-password")
-    workers.start("w1", concurrency=2)
     base = f"http://{daphne}"
     log_in(page, base, "alice", "alice-password")
     page.goto(f"{base}/sweeps/new/?preset=fedprox-stragglers")
@@ -53,16 +53,25 @@ def test_it_runs_a_4_by_3_sweep_from_the_form_and_charts_mean_and_std(page, djan
     sweep = Sweep.objects.get()
     runs = sweep.experiments.all()
     assert runs.count() == 12
-    live.wait_for(lambda: all(e.status == "completed" for e in runs.all()), 240, "12 runs completed")
     from playwright.sync_api import expect  # here: without playwright the browser fixture skips
 
-    # The page reloads itself whenever a run's status changes and stops polling once every run has
-    # finished. Wait for that last reload rather than reloading or closing the page: either can race
-    # the page's own navigation, and Chromium can then leave page.close() waiting forever
-    # (microsoft/playwright#42366). A locator assertion retries across the page's navigations.
+    # Before any result: the sweep's socket is live, and the parallel coordinates wait for a value.
+    page.wait_for_function("() => document.getElementById('sweep-conn').dataset.state === 'live'")
+    page.evaluate("() => { window.notReloaded = true; }")
+    expect(page.locator("#sweep-parallel-pending")).to_be_visible()  # no worker yet: no run has a result
+    assert page.locator("#sweep-parallel").is_hidden()
+    screenshot(page, artifacts, "sweep-before.png", full_page=True)
+    workers.start("w1", concurrency=2)
+
+    live.wait_for(lambda: all(e.status == "completed" for e in runs.all()), 240, "12 runs completed")
+    # The rows, progress and charts follow the runs over the sweep's socket: no reload of the page.
     expect(page.locator("#sweep-progress")).to_contain_text(re.compile(r"12\s+of\s+12\s+runs finished"),
                                                             timeout=60_000)  # fmt: skip
-    page.wait_for_load_state("load")
+    page.wait_for_function("() => document.getElementById('sweep-parallel').data !== undefined")
+    assert page.evaluate("() => window.notReloaded") is True
+    assert page.locator("#sweep-parallel-pending").is_hidden()
+    ids = ",".join(str(pk) for pk in runs.order_by("pk").values_list("pk", flat=True))
+    assert page.get_attribute("#compare-sweep", "href") == f"/compare/?ids={ids}&group=1"
 
     means = page.evaluate("() => document.getElementById('sweep-test_accuracy').data"
                           ".filter(t => t.meta.role === 'mean').map(t => [t.name, t.y.length])")  # fmt: skip
@@ -83,5 +92,5 @@ def test_it_runs_a_4_by_3_sweep_from_the_form_and_charts_mean_and_std(page, djan
     assert _column(page, "final_loss") == sorted(losses)
     page.click("#sweep-table th[data-key='final_accuracy']")
     assert _column(page, "final_accuracy") == final
-    page.screenshot(path=str(artifacts / "sweep.png"), full_page=True)
+    screenshot(page, artifacts, "sweep.png", full_page=True)
     assert page.errors == []
