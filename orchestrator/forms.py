@@ -15,6 +15,7 @@ import json
 from typing import NamedTuple
 
 from django import forms
+from django.conf import settings
 
 from fedweb import inputs
 from orchestrator.limits import check_new_spec
@@ -55,12 +56,39 @@ def spec_field(dotted: str, meta: dict) -> forms.Field:
     attrs = {k: meta[k] for k in ("min", "max") if meta.get(k) is not None and not (k == "min" and meta["min_open"])}
     if meta.get("max") is not None:
         lowest = f"> {meta['min']}" if meta["min_open"] else f">= {meta['min']}"
-        common["help_text"] += f" Range: {lowest}, <= {meta['max']:,}."
+        depends = limit_note(dotted, meta)
+        # A bound that other fields tighten is not promised bare: 65,536 hidden units are refused
+        # by the parameter limit with the default dataset.
+        common["help_text"] += f" Range: {lowest}, <= {meta['max']:,}{depends}."
     if kind == "int":
         return forms.IntegerField(widget=forms.NumberInput(attrs=attrs), **common)
     if kind == "float":
         return forms.FloatField(widget=forms.NumberInput(attrs={"step": "any", **attrs}), **common)
     return forms.CharField(required=meta["nullable"] is False and default is not None, **common)
+
+
+# Fields whose largest accepted value depends on other fields (the engine's bound is only the outer one).
+_OTHER_LIMITS = {
+    "participation.clients_per_round": ", and at most data.num_clients",
+    "evaluation.cohort_size": ", and at most data.num_clients",
+    "local.batch_size": "; larger batches also count against this server's memory-per-round limit",
+    "compute.client_group_size": "; larger groups also count against this server's memory-per-round limit",
+    "evaluation.batch_size": "; larger batches also count against this server's memory-per-round limit",
+    "model.options.vgg.blocks": None,  # sizes the model like a size option
+}
+
+
+def limit_note(dotted: str, meta: dict) -> str:
+    """How other fields tighten ``dotted``'s range, as the end of its "Range:" help ("" when they do not): a model or dataset size
+    option is bounded by this server's limits on parameters and memory, which depend on the
+    dataset, the model and the batch sizes together (the Resources box shows where a spec stands)."""
+    if meta.get("size") or (dotted in _OTHER_LIMITS and _OTHER_LIMITS[dotted] is None):
+        return (
+            f" where this server's limits allow it (at most {settings.FEDWEB_MAX_PARAMS:,} parameters and a"
+            " bounded memory per round, for the model and dataset chosen together: the Resources box shows"
+            " the estimate)"
+        )
+    return _OTHER_LIMITS.get(dotted) or ""
 
 
 def _dig(d: dict, dotted: str):

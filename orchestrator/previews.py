@@ -38,7 +38,8 @@ def resource_estimate(spec: Spec) -> dict:
 
 
 def bandwidth_estimate(spec: Spec) -> dict:
-    """Bytes on the wire for the whole run with the chosen codecs, beside the fp32 formula.
+    """Bytes on the wire for the whole run with the chosen codecs, beside the fp32 formula (the
+    resources and the privacy spent are their own boxes: ``resource_estimate``, ``privacy_estimate``).
 
     The estimate assumes every sampled client reports (dropout and dropped stragglers only lower
     the uplink); ``formula`` is the design's 2 × 4 bytes × params × clients × rounds.
@@ -66,8 +67,6 @@ def bandwidth_estimate(spec: Spec) -> dict:
         "formula_total": 8 * params * total_clients,
         "uplink": c.uplink.name,
         "downlink": c.downlink.name,
-        "resources": resource_estimate(spec),
-        "privacy": privacy_estimate(spec),
     }
 
 

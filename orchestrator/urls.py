@@ -1,7 +1,7 @@
 from django.urls import path
 
 from orchestrator import priority
-from orchestrator.views import compare, controls, downloads, health, pages, sweep_sharing, sweeps, workers
+from orchestrator.views import compare, controls, downloads, health, pages, previews, sweep_sharing, sweeps, workers
 
 # URL names are a contract with the REST API and the permission tests: keep them stable.
 urlpatterns = [
@@ -9,8 +9,10 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("experiments/statuses.json", pages.experiment_statuses, name="experiment_statuses"),
     path("experiments/new/", pages.experiment_new, name="experiment_new"),
-    path("experiments/new/bandwidth.json", pages.experiment_preview_bandwidth, name="experiment_preview_bandwidth"),
-    path("experiments/new/partition.json", pages.experiment_preview_partition, name="experiment_preview_partition"),
+    path("experiments/new/bandwidth.json", previews.preview_bandwidth, name="experiment_preview_bandwidth"),
+    path("experiments/new/partition.json", previews.preview_partition, name="experiment_preview_partition"),
+    path("experiments/new/resources.json", previews.preview_resources, name="experiment_preview_resources"),
+    path("experiments/new/privacy.json", previews.preview_privacy, name="experiment_preview_privacy"),
     path("experiments/<int:pk>/", pages.experiment_detail, name="experiment_detail"),
     path("experiments/<int:pk>/rounds.csv", downloads.experiment_rounds_csv, name="experiment_rounds_csv"),
     path("experiments/<int:pk>/rounds.json", downloads.experiment_rounds_json, name="experiment_rounds_json"),

@@ -21,14 +21,12 @@ from orchestrator.charts import dashboard_charts
 from orchestrator.forms import ExperimentForm, spec_initial
 from orchestrator.leak import leak_warnings
 from orchestrator.models import ACTIVE, Experiment, Status
-from orchestrator.previews import bandwidth_estimate, partition_preview
 from orchestrator.public import host_names, redact, redact_events
 from orchestrator.queues import live_workers_by_queue, queue_depths, submit_warnings, waiting_status
 from orchestrator.rounds import rounds_of, table_columns, table_rows
 from orchestrator.spec_table import spec_groups
 from orchestrator.summaries import METRICS, cells, summaries_for, summarize
 from workers.engine.presets import PRESETS
-from workers.engine.spec import SpecError
 
 SCOPES = ("all", "mine", "team", "shared")
 LIST_LIMIT = 500
@@ -119,26 +117,6 @@ def _new_initial(request: HttpRequest) -> dict:
         extra = {"name": f"{source.name} (copy)", "description": source.description, "tags": ", ".join(source.tags)}
         return {**spec_initial(source.spec), **extra}
     return spec_initial({})
-
-
-def _preview(request: HttpRequest, compute) -> JsonResponse:
-    form = ExperimentForm(request.GET, preview=True, user=request.user)
-    if not form.is_valid():
-        return JsonResponse({"errors": form.spec_errors()}, status=400)
-    try:
-        return JsonResponse(compute(form.spec))
-    except SpecError as e:
-        return JsonResponse({"errors": {e.field: [str(e)]}}, status=400)
-
-
-@login_required
-def experiment_preview_bandwidth(request: HttpRequest) -> JsonResponse:
-    return _preview(request, bandwidth_estimate)
-
-
-@login_required
-def experiment_preview_partition(request: HttpRequest) -> JsonResponse:
-    return _preview(request, partition_preview)
 
 
 # -- the dashboard ---------------------------------------------------------------------------------

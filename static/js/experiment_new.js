@@ -1,5 +1,5 @@
-// New-experiment form: fields shown only when they apply, the "Advanced" fold, and the resource and
-// bandwidth estimates and the partition preview following the form values.
+// New-experiment form: fields shown only when they apply, the "Advanced" fold, and the side panel's
+// boxes (resources, bandwidth, privacy, partition) following the form values, each on its own.
 (function () {
   "use strict";
   const form = document.getElementById("experiment-form");
@@ -38,32 +38,66 @@
     return Object.values(errors).flat().join("; ") || "Could not compute the preview.";
   }
 
-  let bwSeq = 0;
-  async function bandwidth() {
-    const seq = ++bwSeq;
-    const res = await fetch(`${form.dataset.bandwidthUrl}?${query()}`);
+  // Each box asks its own endpoint (orchestrator/views/previews.py), which computes it from the
+  // fields it reads: a box shows its own figures, or why it has none, never another box's error.
+  // A newer request for the same box makes an older answer moot.
+  const seqs = {};
+  async function ask(box, url) {
+    const seq = (seqs[box] = (seqs[box] || 0) + 1);
+    const res = await fetch(`${url}?${query()}`);
     const body = await res.json().catch(() => null);
-    if (seq !== bwSeq) return; // a newer request is on its way
-    const err = $("bandwidth-error");
-    $("bandwidth-values").style.opacity = res.ok ? 1 : 0.35;
-    err.hidden = res.ok;
-    $("resource-values").style.opacity = res.ok ? 1 : 0.35;
-    if (!res.ok) { err.textContent = errorText(body); return; }
-    resources(body.resources);
+    if (seq !== seqs[box]) return null;
+    return { ok: res.ok && body !== null, body };
+  }
+  // The box's error line says why it has no figures; its figures are blanked, not left stale.
+  function showWhy(box, values, answer) {
+    const err = $(`${box}-error`);
+    err.hidden = answer.ok;
+    if (!answer.ok) {
+      err.textContent = errorText(answer.body);
+      values.forEach((id) => { $(id).textContent = "–"; });
+    }
+    return answer.ok;
+  }
+
+  const BW = ["bw-model", "bw-clients", "bw-down-client", "bw-up-client", "bw-down", "bw-up", "bw-total", "bw-formula"];
+  async function bandwidth() {
+    const answer = await ask("bandwidth", form.dataset.bandwidthUrl);
+    if (!answer) return;
+    const note = $("bandwidth-unknown");
+    note.hidden = true;
+    if (!showWhy("bandwidth", BW, answer)) return;
+    const body = answer.body;
     $("bw-model").textContent = `${body.params.toLocaleString()} params (${bytes(4 * body.params)} fp32)`;
-    $("bw-clients").textContent = `${body.clients_per_round.toFixed(1)} × ${body.rounds} = ${body.client_rounds.toLocaleString()}`;
     $("bw-down-client").textContent = `${bytes(body.down_per_client)} (${body.downlink})`;
     $("bw-up-client").textContent = `${bytes(body.up_per_client)} (${body.uplink})`;
+    // Whole-run totals need the rounds: while that field is invalid they say so instead.
+    const unknown = Object.values(body.unknown || {}).flat();
+    note.hidden = !unknown.length;
+    note.textContent = unknown.length ? `Whole-run totals need a valid value: ${unknown.join("; ")}` : "";
+    if (unknown.length) {
+      ["bw-clients", "bw-down", "bw-up", "bw-total", "bw-formula"].forEach((id) => { $(id).textContent = "–"; });
+      return;
+    }
+    $("bw-clients").textContent = `${body.clients_per_round.toFixed(1)} × ${body.rounds} = ${body.client_rounds.toLocaleString()}`;
     $("bw-down").textContent = bytes(body.down_total);
     $("bw-up").textContent = bytes(body.up_total);
     $("bw-total").textContent = bytes(body.total);
     const saving = body.formula_total > 0 ? Math.round(100 * (1 - body.total / body.formula_total)) : 0;
     $("bw-formula").textContent = `${bytes(body.formula_total)}${saving > 0 ? ` (codecs save ${saving}%)` : ""}`;
-    const dp = body.privacy;
-    $("dp-epsilon").textContent = dp ? `ε = ${Number.isFinite(dp.epsilon) ? dp.epsilon.toFixed(2) : "∞"} at δ = ${dp.delta} (z = ${dp.noise_multiplier})` : "no DP";
   }
 
-  function resources(r) {
+  async function privacy() {
+    const answer = await ask("privacy", form.dataset.privacyUrl);
+    if (!answer || !showWhy("privacy", ["dp-epsilon"], answer)) return;
+    const dp = answer.body.privacy;
+    $("dp-epsilon").textContent = dp ? `ε = ${Number.isFinite(dp.epsilon) ? dp.epsilon.toFixed(2) : "∞"} at δ = ${dp.delta} (z = ${dp.noise_multiplier})` : "no DP (privacy.mechanism is none)";
+  }
+
+  async function resources() {
+    const answer = await ask("resources", form.dataset.resourcesUrl);
+    if (!answer || !showWhy("resources", ["res-params", "res-round", "res-data"], answer)) return;
+    const r = answer.body;
     const where = r.device_kind === "gpu" ? "GPU" : "host";
     $("res-params").textContent = `${r.params.toLocaleString()} (limit ${r.limit_params.toLocaleString()})`;
     $("res-round").textContent = `${bytes(r.round_bytes)} of ${where} memory (limit ${bytes(r.limit_round_bytes)})`;
@@ -104,12 +138,12 @@
   let timer = null;
   function schedule() {
     clearTimeout(timer);
-    timer = setTimeout(() => { bandwidth(); partition(); }, 350);
+    timer = setTimeout(refreshBoxes, 350);
   }
   form.addEventListener("input", schedule);
   form.addEventListener("change", schedule);
   form.addEventListener("change", showApplicable);
   form.addEventListener("input", showApplicable);
-  bandwidth();
-  partition();
+  function refreshBoxes() { resources(); bandwidth(); privacy(); partition(); }
+  refreshBoxes();
 })();

@@ -132,7 +132,7 @@ def test_it_shows_the_estimate_and_the_limits_in_the_side_panel(alice_client):
 
     body = alice_client.get("/experiments/new/bandwidth.json", form_data(model__name="cnn")).json()
 
-    resources = body["resources"]
+    resources = alice_client.get("/experiments/new/resources.json", form_data(model__name="cnn")).json()
     assert resources["params"] == body["params"] == 1_199_882 and resources["device_kind"] == "cpu"
     assert 0 < resources["round_bytes"] < resources["limit_round_bytes"]
     assert resources["limit_setting"] == "FEDWEB_MAX_ROUND_MEMORY_CPU"
@@ -169,3 +169,18 @@ def test_it_fails_a_round_whose_stored_path_escapes_on_the_worker_too(user, data
 
     assert experiment.status == Status.FAILED
     assert OUTSIDE in experiment.error and "private" not in experiment.error.replace("../private", "")
+
+
+def test_it_says_in_the_help_when_a_range_depends_on_the_limits_and_other_fields(alice_client, settings):
+    import html as entities
+
+    from tests.dashboard.test_forms import form_data
+
+    html = entities.unescape(alice_client.get("/experiments/new/").content.decode())
+    refused = alice_client.get(
+        "/experiments/new/resources.json", form_data(model__name="mlp", model__options__mlp__hidden="65536")
+    )
+    assert refused.status_code == 400  # the engine's bound (65,536) is not what this server accepts
+    help_text = "Range: >= 1, <= 65,536 where this server's limits allow it (at most"
+    assert help_text in html and f"{settings.FEDWEB_MAX_PARAMS:,} parameters" in html
+    assert "Range: >= 1, <= 1,000,000, and at most data.num_clients." in html  # clients per round

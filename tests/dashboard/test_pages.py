@@ -191,8 +191,28 @@ def test_it_names_the_field_when_a_preview_input_is_invalid(alice_client):
     response = alice_client.get("/experiments/new/bandwidth.json", form_data(data__alpha="abc"))
     assert response.status_code == 400
     assert response.json()["errors"] == {"data.alpha": ["data.alpha must be a number"]}
-    response = alice_client.get("/experiments/new/bandwidth.json", form_data(rounds="0"))
+    response = alice_client.get("/experiments/new/privacy.json", form_data(rounds="0"))
     assert response.status_code == 400 and "rounds" in response.json()["errors"]
+
+
+def test_it_answers_each_side_panel_box_from_the_fields_it_reads(alice_client):
+    """ "rounds must be >= 1" belongs to the boxes that read rounds, not to the partition or resources;
+    bandwidth still gives its per-client figures and says its whole-run totals need the rounds."""
+    query = form_data(rounds="0", data__options__digits__image_size="8")
+    privacy = alice_client.get("/experiments/new/privacy.json", query)
+    assert privacy.status_code == 400 and privacy.json()["why"] == "rounds must be >= 1"
+    for box in ("partition", "resources"):
+        answer = alice_client.get(f"/experiments/new/{box}.json", query)
+        assert answer.status_code == 200 and "rounds" not in answer.content.decode(), box
+    bandwidth = alice_client.get("/experiments/new/bandwidth.json", query)
+    assert bandwidth.status_code == 200 and bandwidth.json()["unknown"] == {"rounds": ["rounds must be >= 1"]}
+    assert bandwidth.json()["down_per_client"] > 0
+    # A box's own field still stops it, and it says why.
+    alpha = alice_client.get("/experiments/new/partition.json", form_data(data__alpha="abc"))
+    assert alpha.status_code == 400 and alpha.json()["why"] == "data.alpha must be a number"
+    assert alice_client.get("/experiments/new/privacy.json", form_data(data__alpha="abc")).status_code == 400
+    assert alice_client.get("/experiments/new/privacy.json", form_data(local__lr="abc")).status_code == 400
+    assert alice_client.get("/experiments/new/partition.json", form_data(local__lr="abc")).status_code == 200
 
 
 def test_it_previews_the_partition_as_label_counts(alice_client):
