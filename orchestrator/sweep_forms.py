@@ -1,6 +1,8 @@
-"""The new-sweep form: a base spec (JSON, filled from a preset or a cloned sweep), the swept fields
-one per line (``algorithm.mu: 0, 0.01, 0.1, 1``), the seeds, and grid or seeded random sampling.
-``clean()`` expands the sweep with ``sweeps.expand``: the form accepts exactly what the API accepts."""
+"""The new-sweep form: the base spec in the New experiment form's own component fields (with the
+same conditional display; or, as an advanced option, raw JSON, which then replaces them), the swept
+fields one per line (``algorithm.mu: 0, 0.01, 0.1, 1``), the seeds, and grid or seeded random
+sampling. ``clean()`` expands the sweep with ``sweeps.expand``: the form accepts exactly what the
+API accepts."""
 
 from __future__ import annotations
 
@@ -12,10 +14,12 @@ from django.core.exceptions import ValidationError
 from accounts.models import Team
 from fedweb import inputs
 from orchestrator.access import teams_for_creation
+from orchestrator.forms import ExperimentForm, form_name
 from orchestrator.models import check_team_visibility
 from orchestrator.owned_forms import OwnedForm
 from orchestrator.sweep_model import SEED_FIELD, SWEEP_MODES
 from orchestrator.sweeps import SweepError, expand
+from workers.engine.spec import option_key, spec_fields
 
 AXES_HELP = "One swept field a line: algorithm.mu: 0, 0.01, 0.1, 1 (or a JSON list after the colon)."
 
@@ -63,12 +67,16 @@ def axes_text(axes: dict) -> str:
     return "\n".join(f"{f}: {json.dumps(v)}" for f, v in axes.items() if f != SEED_FIELD)
 
 
-class SweepForm(OwnedForm):
+class SweepForm(ExperimentForm):
+    """The New experiment form's fields (the base spec every run shares) plus the sweep's own."""
+
     help_texts = {"team": "Share the sweep with a team you belong to."}
 
     base_spec = forms.CharField(
+        required=False,
         widget=forms.Textarea(attrs={"rows": 12, "class": "mono"}),
-        help_text="The spec every run shares (JSON); fields left out take their defaults.",
+        help_text="Advanced: the spec every run shares as JSON (fields left out take their defaults). "
+        "When filled, it replaces the spec fields above.",
     )
     axes = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}), help_text=AXES_HELP)
     seeds = forms.CharField(required=False, help_text="Every configuration runs once per seed: 0, 1, 2.")
@@ -80,8 +88,14 @@ class SweepForm(OwnedForm):
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, user=user, **kwargs)
         self.sweep_args: dict = {}
+        self.from_json = False
+        # The sweep's own fields after the spec's (Django orders fields by declaration, parents first).
+        own = ("base_spec", "axes", "seeds", "mode", "samples", "sample_seed")
+        self.order_fields([n for n in self.fields if n not in own] + list(own))
 
-    def clean_base_spec(self) -> dict:
+    def clean_base_spec(self) -> dict | None:
+        if not self.cleaned_data["base_spec"].strip():
+            return None  # the spec fields are the base
         try:
             spec = inputs.loads(self.cleaned_data["base_spec"])
         except inputs.JSONInputError as e:
@@ -106,9 +120,15 @@ class SweepForm(OwnedForm):
             raise ValidationError(f"seeds {e}") from None
 
     def clean(self):
-        cleaned = super().clean()  # name, tags, team and visibility (OwnedForm)
+        cleaned = OwnedForm.clean(self)  # name, tags, team and visibility; the runs' specs are judged below
+        spec_names = {form_name(d) for d in spec_fields()} & set(self.fields)
+        skipped = set(self._unselected_options())
+        self.from_json = cleaned.get("base_spec") is not None
+        for name in spec_names if self.from_json else skipped:
+            self.errors.pop(name, None)  # the JSON replaces the fields; a hidden component's inputs have no say
         if self.errors:
             return cleaned
+        cleaned["base_spec"] = cleaned["base_spec"] if self.from_json else self.spec_dict()
         axes = dict(cleaned["axes"])
         if cleaned.get("seeds") is not None:
             axes[SEED_FIELD] = cleaned["seeds"]
@@ -129,7 +149,10 @@ class SweepForm(OwnedForm):
         dotted = key.removeprefix("spec.")
         if dotted == SEED_FIELD and SEED_FIELD in axes:
             return "seeds"
-        return "axes" if dotted in axes else "base_spec"
+        if dotted in axes:
+            return "axes"
+        field = form_name(option_key(dotted, self.cleaned_data.get("base_spec") or {}))
+        return field if not self.from_json and field in self.fields else "base_spec"
 
 
 class SweepSharingForm(forms.Form):

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 
 from fedweb.inputs import parse_int
 from orchestrator import access
+from orchestrator.forms import spec_initial
 from orchestrator.models import RoundMetric
 from orchestrator.sweep_charts import NO_TARGET_TEXT, band_figure, parallel_figure
 from orchestrator.sweep_forms import SweepForm, axes_text
@@ -43,7 +44,8 @@ def sweep_new(request: HttpRequest) -> HttpResponse:
     else:
         form = SweepForm(initial=_new_initial(request), user=request.user)
     presets = [{"name": name, "title": p["title"]} for name, p in PRESETS.items()]
-    return render(request, "orchestrator/sweep_new.html", {"form": form, "presets": presets})
+    own = ("name", "description", "tags", "team", "visibility", "axes", "seeds", "mode", "samples", "sample_seed")
+    return render(request, "orchestrator/sweep_new.html", {"form": form, "presets": presets, "own_fields": own})
 
 
 def _new_initial(request: HttpRequest) -> dict:
@@ -52,13 +54,14 @@ def _new_initial(request: HttpRequest) -> dict:
         source = access.get_sweep_for_user(request.user, source_pk)
         seeds = source.axes.get(SEED_FIELD)
         return {
+            **spec_initial(source.base_spec),
             "name": f"{source.name} (copy)", "description": source.description, "tags": ", ".join(source.tags),
-            "base_spec": json.dumps(source.base_spec, indent=2), "axes": axes_text(source.axes),
+            "axes": axes_text(source.axes),
             "seeds": ", ".join(map(json.dumps, seeds)) if seeds else "", "mode": source.mode,
             "samples": source.samples, "sample_seed": source.sample_seed,
         }  # fmt: skip
     base = PRESETS[preset]["spec"] if preset in PRESETS else {}
-    return {"name": preset or "", "base_spec": json.dumps(base, indent=2), "seeds": "0, 1, 2", "sample_seed": 0}
+    return {**spec_initial(base), "name": preset or "", "seeds": "0, 1, 2", "sample_seed": 0}
 
 
 def sweep_context(sweep) -> dict:

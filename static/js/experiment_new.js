@@ -5,22 +5,9 @@
   const form = document.getElementById("experiment-form");
   const $ = (id) => document.getElementById(id);
 
-  // Each field's rule is the engine's applies_when (server-rendered into data-applies-when): a list of
-  // alternatives, each {form field: [values]}. A hidden field keeps its value and is still submitted
-  // and validated (as the API would); only a field with an error stays in view whatever the rule.
-  const ruled = [...form.querySelectorAll("[data-applies-when]")].map((el) => ({ el, rule: JSON.parse(el.dataset.appliesWhen) }));
-  function holds(rule) {
-    const value = (name) => (form.elements[name] ? form.elements[name].value : undefined);
-    return rule.some((alt) => Object.entries(alt).every(([name, values]) => values.includes(value(name))));
-  }
-  function showApplicable() {
-    for (const { el, rule } of ruled) el.hidden = !holds(rule) && !el.classList.contains("invalid");
-  }
-  showApplicable();
+  // Fields shown only when they apply, and the "Advanced" fold: static/js/applies.js.
+  FedWebApplies.bind(form);
   $("applies-note").hidden = false;
-  // Served open so that every field shows without JavaScript; folded here unless it holds an error.
-  const fold = $("advanced");
-  if (fold && !fold.querySelector(".field.invalid")) fold.open = false;
 
   function bytes(n) {
     const units = ["B", "kB", "MB", "GB", "TB"];
@@ -142,8 +129,6 @@
   }
   form.addEventListener("input", schedule);
   form.addEventListener("change", schedule);
-  form.addEventListener("change", showApplicable);
-  form.addEventListener("input", showApplicable);
   function refreshBoxes() { resources(); bandwidth(); privacy(); partition(); }
   refreshBoxes();
 })();

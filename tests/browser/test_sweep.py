@@ -42,9 +42,16 @@ def test_it_runs_a_4_by_3_sweep_from_the_form_and_charts_mean_and_std(page, djan
     base = f"http://{daphne}"
     log_in(page, base, "alice", "alice-password")
     page.goto(f"{base}/sweeps/new/?preset=fedprox-stragglers")
-    assert json.loads(page.input_value("#id_base_spec"))["algorithm"]["name"] == "fedprox"
+    # The base spec in the New experiment form's fields (the preset filled them), not raw JSON.
+    assert page.input_value("#id_algorithm__name") == "fedprox" and page.input_value("#id_base_spec") == ""
+    assert page.is_visible("#field-algorithm__mu") and page.is_hidden("#field-model__options__mlp__hidden")
     page.fill("#id_name", "fedprox mu")
-    page.fill("#id_base_spec", json.dumps(small_stragglers(), indent=2))
+    small = small_stragglers()
+    page.fill("#id_rounds", str(small["rounds"]))
+    page.fill("#id_compute__device", "cpu")
+    page.fill("#id_data__num_clients", str(small["data"]["num_clients"]))
+    page.fill("#id_participation__clients_per_round", str(small["participation"]["clients_per_round"]))
+    page.fill("#id_local__epochs", str(small["local"]["epochs"]))
     page.fill("#id_axes", "algorithm.mu: " + ", ".join(map(str, MUS)))
     page.fill("#id_seeds", "0, 1, 2")
     page.click("#submit-sweep")
@@ -53,6 +60,8 @@ def test_it_runs_a_4_by_3_sweep_from_the_form_and_charts_mean_and_std(page, djan
     sweep = Sweep.objects.get()
     runs = sweep.experiments.all()
     assert runs.count() == 12
+    first = runs.order_by("pk").first().spec
+    assert (first["rounds"], first["compute"]["device"], first["data"]["num_clients"]) == (3, "cpu", 6)
     from playwright.sync_api import expect  # here: without playwright the browser fixture skips
 
     # Before any result: the sweep's socket is live, and the parallel coordinates wait for a value.

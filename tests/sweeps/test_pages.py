@@ -70,11 +70,36 @@ def test_it_names_the_field_of_each_form_error(alice, overrides, field, message)
 
 def test_it_prefills_the_form_from_a_preset_and_from_a_cloned_sweep(alice, user, enqueued):
     page = alice.get(reverse("sweep_new") + "?preset=fedprox-stragglers")
-    assert json.loads(page.context["form"].initial["base_spec"])["algorithm"]["name"] == "fedprox"
+    assert page.context["form"].initial["algorithm__name"] == "fedprox"  # in the component fields
     sweep = create_sweep(owner=user, name="mu", base=BASE, axes={"algorithm.mu": [0, 1], "seed": [4, 5]})
     initial = alice.get(reverse("sweep_new") + f"?clone={sweep.pk}").context["form"].initial
     assert initial["axes"] == "algorithm.mu: [0, 1]" and initial["seeds"] == "4, 5"
-    assert json.loads(initial["base_spec"]) == BASE and initial["name"] == "mu (copy)"
+    assert initial["rounds"] == BASE["rounds"] and initial["name"] == "mu (copy)"
+    assert "base_spec" not in initial  # the raw JSON stays an advanced option, empty unless filled
+
+
+def test_it_creates_a_sweep_from_the_new_experiment_form_s_component_fields(alice, enqueued):
+    from tests.dashboard.test_forms import form_data
+
+    fields = form_data(
+        rounds="4",
+        algorithm__name="fedprox",
+        model__name="mlp",
+        model__options__mlp__hidden="16",
+        model__options__vgg__width="0",
+    )  # fmt: skip  (a hidden component's input has no say)
+    page = alice.get(reverse("sweep_new")).content.decode()
+    assert 'id="field-model__options__mlp__hidden" data-applies-when=' in page  # the same conditional display
+    sweep_fields = {"axes": "algorithm.mu: 0, 1", "seeds": "0", "mode": "grid", "sample_seed": "0"}
+    response = alice.post(reverse("sweep_new"), {**fields, **sweep_fields, "name": "from fields"})
+    assert response.status_code == 302, response.context["form"].errors
+    sweep = Sweep.objects.get(name="from fields")
+    assert sweep.base_spec["model"] == {"name": "mlp", "options": {"hidden": 16}} and sweep.base_spec["rounds"] == 4
+    assert sorted(e.spec["algorithm"]["mu"] for e in sweep.experiments.all()) == [0.0, 1.0]
+
+    bad = alice.post(reverse("sweep_new"), {**fields, **sweep_fields, "rounds": "0", "name": "bad"})
+    assert "rounds must be >= 1" in " ".join(bad.context["form"].errors["rounds"])  # beside its own field
+    assert not Sweep.objects.filter(name="bad").exists()
 
 
 def test_it_shows_each_configuration_with_mean_and_std_sorted_by_final_accuracy(alice, user, enqueued):

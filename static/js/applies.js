@@ -1,0 +1,25 @@
+// Fields shown only when they apply, shared by the New experiment and New sweep forms. Each field's
+// rule is the engine's applies_when (server-rendered into data-applies-when): a list of
+// alternatives, each {form field: [values]}. A hidden field keeps its value and is still submitted
+// and validated (as the API would); only a field with an error stays in view whatever the rule.
+(function () {
+  "use strict";
+  function bind(form) {
+    const ruled = [...form.querySelectorAll("[data-applies-when]")].map((el) => ({ el, rule: JSON.parse(el.dataset.appliesWhen) }));
+    function holds(rule) {
+      const value = (name) => (form.elements[name] ? form.elements[name].value : undefined);
+      return rule.some((alt) => Object.entries(alt).every(([name, values]) => values.includes(value(name))));
+    }
+    function show() {
+      for (const { el, rule } of ruled) el.hidden = !holds(rule) && !el.classList.contains("invalid");
+    }
+    show();
+    form.addEventListener("change", show);
+    form.addEventListener("input", show);
+    // Served open so that every field shows without JavaScript; folded here unless it holds an error.
+    const fold = document.getElementById("advanced");
+    if (fold && !fold.querySelector(".field.invalid")) fold.open = false;
+    return show;
+  }
+  window.FedWebApplies = { bind };
+})();
