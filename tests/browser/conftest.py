@@ -57,11 +57,11 @@ def artifacts() -> Path:
 
 def screenshot(target, artifacts: Path, name: str, **kwargs) -> Path:
     """Save a screenshot of ``target`` (a page or a locator) as test-artifacts/<name>; with
-    FEDWEB_SCREENSHOTS=docs also as docs/<name>, the picture README/docs show (so a run refreshes
-    them on purpose, not on every test run)."""
+    FEDWEB_UPDATE_SCREENSHOT=1 also as docs/<name>, the picture README/docs show (so a run
+    refreshes them on purpose, not on every test run)."""
     path = artifacts / name
     target.screenshot(path=str(path), **kwargs)
-    if os.environ.get("FEDWEB_SCREENSHOTS") == "docs":
+    if os.environ.get("FEDWEB_UPDATE_SCREENSHOT") == "1":
         (DOCS / name).write_bytes(path.read_bytes())
     return path
 
