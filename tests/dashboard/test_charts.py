@@ -6,6 +6,7 @@ import pytest
 from orchestrator.charts import CHARTS, EMPTY_TEXT, MB, Series, compare_charts, dashboard_charts, x_axes
 from orchestrator.leak import latest_leak_warnings
 from orchestrator.models import RoundMetric
+from orchestrator.sweep_stats import run_labels
 from tests.dashboard.conftest import make_experiment
 from tests.factories import round_result
 
@@ -126,8 +127,6 @@ def test_it_gives_the_page_each_round_s_wall_clock_seconds_and_megabytes_so_far(
 
 @pytest.mark.django_db
 def test_it_labels_compared_runs_by_the_fields_that_differ_in_one_legend_for_the_page(alice_client, user):
-    from orchestrator.sweep_stats import run_labels
-
     runs = [
         make_experiment(user, rounds=2, name=f"fedprox sweep run {i}", spec={"algorithm": {"name": "fedprox", "mu": mu},
                                                                               "seed": seed})

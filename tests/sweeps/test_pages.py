@@ -11,6 +11,7 @@ from django.urls import reverse
 from orchestrator.models import Experiment, RoundMetric, Sweep
 from orchestrator.sweeps import create_sweep
 from tests.conftest import TINY_SPEC
+from tests.dashboard.test_forms import form_data
 from tests.factories import round_result
 
 pytestmark = pytest.mark.django_db
@@ -79,8 +80,6 @@ def test_it_prefills_the_form_from_a_preset_and_from_a_cloned_sweep(alice, user,
 
 
 def test_it_creates_a_sweep_from_the_new_experiment_form_s_component_fields(alice, enqueued):
-    from tests.dashboard.test_forms import form_data
-
     fields = form_data(
         rounds="4",
         algorithm__name="fedprox",
