@@ -88,6 +88,8 @@ def test_it_shares_one_legend_with_short_labels_across_the_compare_charts_of_six
     assert means == ["mu=0.01", "mu=0.1", "mu=1.0"]
     bands = "() => document.getElementById('grp-accuracy').data.filter(t => t.fill === 'tonexty').length"
     assert page.evaluate(bands) == 3
+    page.locator("#grp-accuracy").scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / "compare-grouped.png"), full_page=True)
     assert page.errors == []
 
 
