@@ -139,7 +139,8 @@ def _replay(
             if state is not None:
                 entry = _build(Spec.from_stored(state[1]["spec"]), log_line, group_size)
                 entry.sim.load_state_dict(*state)
-                origin = f"the state of round {round_number}"
+                kind = "state" if path.name.startswith("state-") else "checkpoint"
+                origin = f"the {kind} of round {round_number}"
                 break
         entry = entry or _build(experiment.parsed_spec(), log_line, group_size)
     worker = experiment.worker or "this worker"
