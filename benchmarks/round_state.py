@@ -1,7 +1,7 @@
 """What publishing the round state costs per round (``python -m benchmarks round_state``).
 
-After every round a worker writes the experiment's round state (``Simulation.state_dict``:
-global model, broadcast weights, codec/strategy buffers, RNG, participation counts) so that any
+After every round a worker writes the experiment's round state (``compact_state``:
+global model, codec/strategy buffers, RNG, participation counts) so that any
 worker runs the next round by loading it (workers/round_state.py). This measures, for the
 1.2M-parameter CNN on FEMNIST-shaped images and the 14M-parameter language model:
 
@@ -32,6 +32,7 @@ import torch
 
 from benchmarks.common import Options, device_kind
 from workers.engine.checkpoint import read_checkpoint, write_checkpoint
+from workers.engine.round_state import compact_state, complete_state
 from workers.engine.runner import Simulation
 from workers.engine.spec import Spec
 
@@ -74,6 +75,11 @@ def _median(fn: Callable[[], Any], repeats: int) -> float:
     return statistics.median(times)
 
 
+def _load(sim: Simulation, path: Path) -> None:
+    tensors, meta = read_checkpoint(path)
+    sim.load_state_dict(complete_state(tensors), meta)
+
+
 def measure(name: str, device: str, repeats: int) -> dict[str, Any]:
     spec = Spec.from_dict({**WORKLOADS[name], "compute": {"device": device}})
     sim = Simulation(spec)
@@ -85,13 +91,13 @@ def measure(name: str, device: str, repeats: int) -> dict[str, Any]:
     base.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=base, prefix="bench-round-state-") as folder:
         path = Path(folder) / "state-000002.safetensors"
-        tensors, meta = sim.state_dict()
+        tensors, meta = compact_state(sim)  # what workers publish
         write_fsync_s = _median(lambda: write_checkpoint(path, tensors, meta, fsync=True), repeats)
         write_s = _median(lambda: write_checkpoint(path, tensors, meta, fsync=False), repeats)
         size = path.stat().st_size
         held = Simulation(spec)
-        load_s = _median(lambda: held.load_state_dict(*read_checkpoint(path)), repeats)
-        switch_s = _median(lambda: Simulation(spec).load_state_dict(*read_checkpoint(path)), repeats)
+        load_s = _median(lambda: _load(held, path), repeats)
+        switch_s = _median(lambda: _load(Simulation(spec), path), repeats)
     return {
         "model": name,
         "num_params": sim.num_params,

@@ -1,8 +1,9 @@
 """The round state: what an experiment's next round needs, published after every round.
 
 After round ``r`` is trained, and before it is recorded, its worker writes ``state-<r>.safetensors``
-(``Simulation.state_dict``: the global model, the broadcast weights, codec residuals, strategy
-buffers, the RNG, loss scales, the DP clip norm and participation counts) into the experiment's
+(``Simulation.state_dict``: the global model, codec residuals, strategy buffers, the RNG, loss
+scales, the DP clip norm and participation counts; the broadcast weights only for a top-k
+downlink, see workers/engine/round_state.py) into the experiment's
 checkpoint folder, which every worker reads (``FEDWEB_DATA_DIR``). Any worker then runs round
 ``r + 1`` by loading exactly state ``r``: never a newer one (the name is the round), never a replay.
 
@@ -31,6 +32,7 @@ import torch
 
 from orchestrator.models import Experiment, checkpoint_folder
 from workers.engine.checkpoint import read_checkpoint, write_checkpoint
+from workers.engine.round_state import compact_state, complete_state
 from workers.engine.runner import Simulation
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,7 @@ def state_path(experiment_id: int, round_number: int) -> Path:
 def publish(experiment_id: int, sim: Simulation) -> int:
     """Write the state ``sim`` is in (after round ``sim.round``) and drop states older than the
     newest ``KEEP``; returns the file's size in bytes."""
-    tensors, meta = sim.state_dict()
+    tensors, meta = compact_state(sim)
     size = write_checkpoint(state_path(experiment_id, sim.round), tensors, meta, fsync=False)
     for round_number, path in _published(experiment_id):
         if round_number <= sim.round - KEEP:
@@ -64,7 +66,7 @@ def read(path: Path, round_number: int) -> tuple[dict[str, torch.Tensor], dict] 
     except Exception as e:  # a torn file (power cut), or a foreign one: not trusted
         log.warning("unreadable round state %s: %s: %s", path, type(e).__name__, e)
         return None
-    return (tensors, meta) if meta.get("round") == round_number else None
+    return (complete_state(tensors), meta) if meta.get("round") == round_number else None
 
 
 def origins(experiment: Experiment, at_most: int) -> list[tuple[int, Path]]:

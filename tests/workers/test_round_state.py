@@ -9,6 +9,7 @@ from orchestrator.models import Experiment, LogEntry, Status
 from tests.conftest import TINY_SPEC
 from workers import round_state, runtime
 from workers.engine import Spec
+from workers.engine.checkpoint import read_checkpoint
 from workers.engine.runner import Simulation
 from workers.tasks import execute_round
 
@@ -56,8 +57,9 @@ def _messages(e: Experiment, level: str) -> list[str]:
     return list(LogEntry.objects.filter(experiment=e, level=level).values_list("message", flat=True))
 
 
-def test_a_loaded_state_continues_bit_identically_to_the_simulation_in_memory(user):
-    e = _experiment(user)
+@pytest.mark.parametrize("downlink", ["int8", "topk"])  # top-k needs the broadcast weights; int8 does not
+def test_a_loaded_state_continues_bit_identically_to_the_simulation_in_memory(user, downlink):
+    e = _experiment(user, communication={**STATEFUL["communication"], "downlink": downlink})
     sim = Simulation(e.parsed_spec())
     sim.next_round()
     sim.next_round()
@@ -69,6 +71,7 @@ def test_a_loaded_state_continues_bit_identically_to_the_simulation_in_memory(us
         a, b = sim.next_round().to_dict(), loaded.next_round().to_dict()
         assert {k: v for k, v in a.items() if k not in TIMING} == {k: v for k, v in b.items() if k not in TIMING}
     assert all(sim.global_flat.eq(loaded.global_flat)) and all(sim.residuals.flatten().eq(loaded.residuals.flatten()))
+    assert ("received" in read_checkpoint(round_state.state_path(e.pk, 2))[0]) == (downlink == "topk")
 
 
 def test_a_fresh_worker_loads_the_state_and_replays_nothing(user):
