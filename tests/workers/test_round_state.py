@@ -10,6 +10,7 @@ from tests.conftest import TINY_SPEC
 from workers import round_state, runtime
 from workers.engine import Spec
 from workers.engine.checkpoint import read_checkpoint
+from workers.engine.data import cache as data_cache
 from workers.engine.runner import Simulation
 from workers.tasks import execute_round
 
@@ -150,3 +151,11 @@ def test_with_no_state_at_all_it_replays_from_the_newest_checkpoint(user):
     assert _messages(e, "warning") == [
         "Round 4 on w4: no readable state of round 3; replaying rounds 3..3 from the checkpoint of round 2"
     ]
+
+
+def test_workers_bound_the_data_cache_by_the_setting(user, settings):
+    settings.FEDWEB_DATA_CACHE_BYTES = 1000  # smaller than any dataset: built for each simulation, never kept
+    e = _experiment(user, rounds=2)
+    _run(e, [1], fresh_worker=True)
+    assert data_cache.shared.max_bytes == 1000 and len(data_cache.shared) == 0
+    assert any(m.endswith("(data built)") for m in _messages(e, "info"))
