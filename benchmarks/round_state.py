@@ -38,7 +38,7 @@ from workers.engine.spec import Spec
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS: dict[str, dict[str, Any]] = {
-    "cnn": {  # FEMNIST-shaped: 1x28x28, 62 classes -> 1,206,590 parameters
+    "femnist_cnn": {  # FEMNIST-shaped: 1x28x28, 62 classes -> 1,206,590 parameters
         "rounds": 100,
         "data": {
             "name": "synthetic_images",
@@ -50,7 +50,7 @@ WORKLOADS: dict[str, dict[str, Any]] = {
         "participation": {"clients_per_round": 10},
         "local": {"epochs": 1, "batch_size": 20, "lr": 0.05},
     },  # fmt: skip
-    "lm14m": {  # the 14M-parameter language model (pythia-14m-sized)
+    "tokens_lm14m": {  # the 14M-parameter language model (pythia-14m-sized)
         "rounds": 100,
         "data": {
             "name": "tokens",
