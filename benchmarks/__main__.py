@@ -17,6 +17,7 @@ from benchmarks import (
     flute_femnist,
     memory_varying,
     pfl_cifar10,
+    round_state,
     scheduling,
     shards,
     tff_accelerators,
@@ -31,6 +32,7 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "memory_varying": memory_varying.run,
     "vs_plain": vs_plain.run,
     "engine_overhead": engine_overhead.run,
+    "round_state": round_state.run,
     "scheduling": scheduling.run,
     "shards": shards.run,
 }
