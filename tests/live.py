@@ -41,14 +41,20 @@ class EmbeddedRedis:
         self.proc.wait(10)
 
 
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.1, observe=None):
+    """Poll ``predicate`` until it is truthy (its value is returned), at most ``timeout`` seconds.
+
+    The bound is a safety net, not a measurement: on timeout the error names what was awaited and
+    the state last observed (``observe()``, else the predicate's last value)."""
     deadline = time.monotonic() + timeout
+    value = None
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+    seen = observe() if observe is not None else value
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}; last observed: {seen!r}")
 
 
 def amqp_answers(url: str) -> bool:
