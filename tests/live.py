@@ -12,6 +12,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
+
+import pytest
 
 from fedweb.localredis import answers as redis_answers
 from fedweb.localredis import free_port, redis_server_binary
@@ -55,6 +58,15 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.1, observ
         time.sleep(interval)
     seen = observe() if observe is not None else value
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}; last observed: {seen!r}")
+
+
+MISSING_SERVICE = "missing service"
+
+
+def skip_for_missing_service(service: str, detail: str) -> NoReturn:
+    """Skip with a reason the terminal summary collects (tests/conftest.py), so a green run names
+    every test a missing broker, database or browser left out."""
+    pytest.skip(f"{MISSING_SERVICE} {service}: {detail}")
 
 
 def amqp_answers(url: str) -> bool:
