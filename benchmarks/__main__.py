@@ -1,8 +1,8 @@
 """``python -m benchmarks NAME [--size small|full] [--device D] [--precision P] [--real]``.
 
 Runs one benchmark (or ``all``), writes ``benchmarks/results/<name>-<size>-<devicekind>.json``
-(``$FEDWEB_BENCH_RESULTS`` overrides the folder) and prints a table row per benchmark. ``shards`` and
-``scheduling --real`` start real Celery workers on the Redis at ``$REDIS_URL``; ``all`` leaves ``shards`` out.
+(``$FEDWEB_BENCH_RESULTS`` overrides the folder) and prints a table row per benchmark. ``shards``, ``recovery``
+and ``scheduling --real`` start real Celery workers on the Redis at ``$REDIS_URL``; ``all`` leaves the first two out.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from benchmarks import (
     flute_femnist,
     memory_varying,
     pfl_cifar10,
+    recovery,
     scheduling,
     shards,
     tff_accelerators,
@@ -33,8 +34,9 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "engine_overhead": engine_overhead.run,
     "scheduling": scheduling.run,
     "shards": shards.run,
+    "recovery": recovery.run,
 }
-NOT_IN_ALL = {"shards"}  # needs a Redis and starts worker processes
+NOT_IN_ALL = {"shards", "recovery"}  # need a Redis and start worker processes
 
 
 def main(argv: list[str] | None = None) -> int:
