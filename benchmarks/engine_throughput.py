@@ -31,6 +31,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make `benchmarks` and `workers` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import torch
 from tqdm import tqdm
 
 from benchmarks.common import device_kind, results_dir, stamp
@@ -120,7 +121,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     res = compare(quickstart_spec(args.device, args.training, args.precision), rounds=args.rounds, warmup=args.warmup)
     print(format_line("quickstart", res))
     command = "python benchmarks/engine_throughput.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    record = {"benchmark": "engine_throughput", **stamp(command.strip(), args.device), "training": args.training, **res}
+    record = {
+        "benchmark": "engine_throughput",
+        **stamp(command.strip(), args.device),
+        "training": args.training,
+        "torch_threads": torch.get_num_threads(),
+        **res,
+    }
     path = results_dir() / f"engine_throughput-{args.training}-{device_kind(args.device)}.json"
     path.write_text(json.dumps(record, indent=2, default=str) + "\n")
     print(f"  -> {path}", file=sys.stderr)

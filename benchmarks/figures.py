@@ -15,7 +15,9 @@ The rule (documented in ``benchmarks/README.md``, *Quoting a figure*):
    ``1.77×`` matches any number in ``[1.765, 1.775]``; a percentage also matches a fraction (``45.7%``
    = 0.457) or a ratio's change (``+7%`` = 1.07, ``23%`` fewer = 0.77); GB matches MB / 1024 or / 1000.
    Numbers inside the file's strings (its summaries) count, and so do the numbers of a named ``.md`` table.
-5. In a **benchmark section** (all of ``benchmarks/README.md``; a section of the others whose heading says
+5. A ``<name>_<kind>.md`` under ``results/`` embeds, verbatim, the ``table`` of every ``<name>-*.json`` it
+   names (the table the benchmark generated from its figures), so a hand-edited or stale table fails.
+6. In a **benchmark section** (all of ``benchmarks/README.md``; a section of the others whose heading says
    benchmark, results or measured), a block with figures must name a file.
 """
 
@@ -197,13 +199,32 @@ def check_file(path: Path, results: Path = RESULTS) -> list[str]:
     return problems
 
 
+def check_generated_tables(results: Path = RESULTS) -> list[str]:
+    """Rule 5: each results ``.md`` holds the current ``table`` of every JSON it names."""
+    problems = []
+    for md in sorted(results.glob("*.md")):
+        text = md.read_text()
+        prefix = md.stem.rsplit("_", 1)[0] + "-"
+        for name in dict.fromkeys(n for n in re.findall(r"[\w.\-]+\.json", text) if n.startswith(prefix)):
+            path = results / name
+            if not path.is_file():
+                problems.append(f"{md.name}: names {name}, which is not in benchmarks/results/")
+                continue
+            table = json.loads(path.read_text()).get("table")
+            if isinstance(table, str) and table.strip() not in text:
+                problems.append(f"{md.name}: the table of {name} is not in it as generated (stale or edited)")
+    return problems
+
+
 def documents(root: Path = ROOT) -> list[Path]:
     """The files the rule covers."""
     return [root / "README.md", root / "benchmarks" / "README.md", *sorted((root / "docs").glob("*.md"))]
 
 
 def check_all(root: Path = ROOT) -> list[str]:
-    return [p for doc in documents(root) for p in check_file(doc, root / "benchmarks" / "results")]
+    """Every broken rule in the docs and the generated tables of ``root``."""
+    results = root / "benchmarks" / "results"
+    return [p for doc in documents(root) for p in check_file(doc, results)] + check_generated_tables(results)
 
 
 if __name__ == "__main__":
