@@ -1,8 +1,9 @@
 """``python -m benchmarks NAME [--size small|full] [--device D] [--precision P] [--real]``.
 
 Runs one benchmark (or ``all``), writes ``benchmarks/results/<name>-<size>-<devicekind>.json``
-(``$FEDWEB_BENCH_RESULTS`` overrides the folder) and prints a table row per benchmark. ``shards``, ``recovery``
-and ``scheduling --real`` start real Celery workers on the Redis at ``$REDIS_URL``; ``all`` leaves the first two out.
+(``$FEDWEB_BENCH_RESULTS`` overrides the folder) and prints a table row per benchmark. ``shards``, ``recovery``,
+``socket_close`` and ``scheduling --real`` start real processes on the Redis at ``$REDIS_URL``; ``all`` leaves
+the first three out.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from benchmarks import (
     recovery,
     scheduling,
     shards,
+    socket_close,
     tff_accelerators,
     vs_plain,
 )
@@ -35,8 +37,9 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "scheduling": scheduling.run,
     "shards": shards.run,
     "recovery": recovery.run,
+    "socket_close": socket_close.run,
 }
-NOT_IN_ALL = {"shards", "recovery"}  # need a Redis and start worker processes
+NOT_IN_ALL = {"shards", "recovery", "socket_close"}  # need a Redis and start worker processes
 
 
 def main(argv: list[str] | None = None) -> int:
