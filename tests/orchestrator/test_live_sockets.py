@@ -91,8 +91,8 @@ def test_it_closes_each_socket_with_4403_after_its_access_change(world, open_soc
         seen[name] += _rounds_until(sockets[name], r)
         change()
         events.publish_round(e.pk, metrics(r + 1))  # after the change: nobody who lost access gets it
-        # A bound, not a measurement (how fast the close comes is not a behaviour): it only keeps
-        # a socket that is never closed from hanging the test.
+        # A bound, not a measurement (`python -m benchmarks socket_close` measures the delay): it
+        # only keeps a socket that is never closed from hanging the test.
         received, code = until_closed(sockets[name], time.monotonic() + 30)
         assert code == FORBIDDEN, f"{name}'s socket received close {code} after its change, not 4403: {received}"
         seen[name] += _rounds(received)
