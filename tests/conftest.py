@@ -37,7 +37,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
     if postgres := [r for r in ran if "postgres" in r.keywords]:
         engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
         terminalreporter.write_line(f"postgres-marked tests ran on {engine}: {len(postgres)}")
-    if amqp := [r.nodeid for r in ran if "[amqp" in r.nodeid or "rabbitmq" in r.nodeid]:
+    if amqp := [r.nodeid for r in ran if "[amqp" in r.nodeid or "real_rabbitmq" in r.nodeid]:
         terminalreporter.write_line(f"RabbitMQ variants ran ({len(amqp)}): {', '.join(amqp)}")
 
 
