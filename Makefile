@@ -19,7 +19,7 @@ run: venv
 	$(BIN)/python scripts/devserver.py
 
 # The whole suite. Redis: REDIS_URL, else DB 10 of 127.0.0.1:6379, else the tests start the
-# embedded one. PostgreSQL: set DATABASE_URL=postgres://... to run the database tests on it.
+# embedded one.
 # The browser tests drive Debian's chromium (Playwright cannot download its own browser here).
 # Installed when missing and we are root; otherwise those tests skip and say why.
 chromium:
@@ -29,10 +29,22 @@ chromium:
 			|| echo "could not install chromium: the browser tests will skip"; \
 	fi
 
+# PostgreSQL: when one answers (scripts/postgres_url.py), the postgres-marked tests run on it in a
+# second pytest run and the rest on SQLite; otherwise all of them on SQLite. The output says which.
 test: venv chromium
 	url="$$($(BIN)/python scripts/redis_url.py --test)"; \
 	if [ -n "$$url" ]; then export REDIS_URL="$$url"; fi; \
-	$(BIN)/python -m pytest --durations=30 $(PYTEST_ARGS)
+	pg="$$($(BIN)/python scripts/postgres_url.py)"; status=0; \
+	if [ -n "$$pg" ]; then \
+		echo "PostgreSQL answers: the postgres-marked tests run on it, the others on SQLite"; \
+		env -u DATABASE_URL $(BIN)/python -m pytest -m "not postgres" --durations=30 $(PYTEST_ARGS) || status=$$?; \
+		echo "== the postgres-marked tests on PostgreSQL ($${pg%%@*}@...) =="; \
+		DATABASE_URL="$$pg" $(BIN)/python -m pytest -m postgres --durations=10 $(PYTEST_ARGS) || [ $$? = 5 ] || status=1; \
+	else \
+		echo "no PostgreSQL answers (set DATABASE_URL=postgres://...): the postgres-marked tests run on SQLite"; \
+		$(BIN)/python -m pytest --durations=30 $(PYTEST_ARGS) || status=$$?; \
+	fi; \
+	exit $$status
 
 test-fast: venv
 	$(BIN)/python -m pytest -m "not integration and not slow and not browser" $(PYTEST_ARGS)

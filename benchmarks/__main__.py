@@ -1,8 +1,9 @@
 """``python -m benchmarks NAME [--size small|full] [--device D] [--precision P] [--real]``.
 
 Runs one benchmark (or ``all``), writes ``benchmarks/results/<name>-<size>-<devicekind>.json``
-(``$FEDWEB_BENCH_RESULTS`` overrides the folder) and prints a table row per benchmark. ``shards`` and
-``scheduling --real`` start real Celery workers on the Redis at ``$REDIS_URL``; ``all`` leaves ``shards`` out.
+(``$FEDWEB_BENCH_RESULTS`` overrides the folder) and prints a table row per benchmark. ``shards``, ``recovery``,
+``socket_close`` and ``scheduling --real`` start real processes on the Redis at ``$REDIS_URL``; ``all`` leaves
+the first three out.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from benchmarks import (
     memory_varying,
     pfl_cifar10,
     round_state,
+    recovery,
     scheduling,
     shards,
+    socket_close,
     tff_accelerators,
     vs_plain,
 )
@@ -35,8 +38,10 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "round_state": round_state.run,
     "scheduling": scheduling.run,
     "shards": shards.run,
+    "recovery": recovery.run,
+    "socket_close": socket_close.run,
 }
-NOT_IN_ALL = {"shards"}  # needs a Redis and starts worker processes
+NOT_IN_ALL = {"shards", "recovery", "socket_close"}  # need a Redis and start worker processes
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -174,14 +174,44 @@ def summarise(run: EngineRun, precision: str) -> dict[str, Any]:
     }
 
 
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else ``platform.processor()``)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine(device: str = "cpu") -> dict[str, Any]:
+    """Where a result was measured: every results file records it (CPU model, cores, torch, device)."""
+    kind = device_kind(device)
+    gpu = torch.cuda.get_device_name(0) if kind == "cuda" and torch.cuda.is_available() else None
+    return {
+        "cpu_model": cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "device_name": gpu or "cpu",
+        "host": platform.node(),
+        "python": platform.python_version(),
+    }
+
+
+def stamp(command: str, device: str = "cpu") -> dict[str, Any]:
+    """The provenance keys of a results file: the command, the date (UTC) and the machine."""
+    return {"command": command, "date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": machine(device)}
+
+
 def write_result(name: str, opts: Options, record: dict[str, Any]) -> Path:
     """Write ``<name>-<size>-<devicekind>.json`` with the context needed to reproduce it."""
+    command = f"python -m benchmarks {name} --size {opts.size} --device {opts.device} --precision {opts.precision}"
     record = {
         "benchmark": name,
         "size": opts.size,
         "device_kind": device_kind(opts.device),
-        "date": DATE,
-        "command": f"python -m benchmarks {name} --size {opts.size} --device {opts.device} --precision {opts.precision}",
+        **stamp(command, opts.device),
         "host": platform.node(),
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),

@@ -30,7 +30,7 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` and `workers
 
 import numpy as np
 
-from benchmarks.common import DATE, device_kind, results_dir
+from benchmarks.common import device_kind, results_dir, stamp
 from workers.engine.plugins import PLUGINS_ENV, load_plugins
 from workers.engine.runner import Simulation
 from workers.engine.spec import Spec
@@ -110,7 +110,14 @@ def main(argv: list[str] | None = None) -> int:
             f"| isolation {isolation} | {' '.join(f'{v:.0f}' for v in row['rss_mb'])} "
             f"| {row['rss_slope_mb_per_round']:+.1f} | {' '.join(f'{v:.0f}' for v in peaks) if peaks else '-'} |"
         )
-    record = {"benchmark": "isolation_leak", "date": DATE, "device": args.device, "cost": cost, "leak": leak}
+    command = "python benchmarks/isolation_leak.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    record = {
+        "benchmark": "isolation_leak",
+        **stamp(command.strip(), args.device),
+        "device": args.device,
+        "cost": cost,
+        "leak": leak,
+    }
     path = results_dir() / f"isolation_leak-{device_kind(args.device)}.json"
     path.write_text(json.dumps(record, indent=2) + "\n")
     print(f"  -> {path}", file=sys.stderr)

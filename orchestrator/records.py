@@ -57,6 +57,9 @@ class RoundMetric(models.Model):
     dp_clipped_fraction = models.FloatField(null=True)
     dp_epsilon = models.FloatField(null=True)
     recorded = models.DateTimeField(default=timezone.now)
+    # When the worker claimed the round (null for rounds recorded before this field, and sharded
+    # ones): with ``recorded`` it spans the round's hold on a worker slot, so overlaps are facts.
+    claimed = models.DateTimeField(null=True, blank=True)
     worker = models.CharField(max_length=255, blank=True)  # the worker that ran it (plugin routing is checked on it)
 
     class Meta:
@@ -67,11 +70,12 @@ class RoundMetric(models.Model):
         return {name: getattr(self, name) for name in ROUND_RESULT_FIELDS}
 
     @classmethod
-    def record(cls, experiment, result: dict) -> RoundMetric:
+    def record(cls, experiment, result: dict, claimed=None) -> RoundMetric:
         """Store a round's result; a second delivery of the same round keeps the first row."""
         # .get: a result sent by a worker older than a newer (nullable) field still records.
         values = {name: result.get(name) for name in ROUND_RESULT_FIELDS if name != "round"}
         values["worker"] = experiment.worker  # the claimant: the round task records after claiming
+        values["claimed"] = claimed
         metric, _ = cls.objects.get_or_create(experiment=experiment, round=result["round"], defaults=values)
         return metric
 

@@ -20,6 +20,27 @@ TINY_SPEC = {
 }
 
 
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Name every test skipped for a missing service (RabbitMQ, PostgreSQL, Chromium), by service,
+    and say which database the postgres-marked tests used: a green run cannot hide them."""
+    from django.conf import settings
+
+    missing: dict[str, list[str]] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if live.MISSING_SERVICE in reason:
+            service = reason.split(live.MISSING_SERVICE, 1)[1].split(":", 1)[0].strip()
+            missing.setdefault(service, []).append(report.nodeid)
+    for service, ids in missing.items():
+        terminalreporter.write_line(f"skipped for a missing service: {service} ({len(ids)}): {', '.join(ids)}")
+    ran = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, []) if r.when == "call"]
+    if postgres := [r for r in ran if "postgres" in r.keywords]:
+        engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+        terminalreporter.write_line(f"postgres-marked tests ran on {engine}: {len(postgres)}")
+    if amqp := [r.nodeid for r in ran if "[amqp" in r.nodeid or "real_rabbitmq" in r.nodeid]:
+        terminalreporter.write_line(f"RabbitMQ variants ran ({len(amqp)}): {', '.join(amqp)}")
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(tmp_path_factory):
     """A file-based SQLite test database (workers in other processes must open it too), or a
@@ -114,7 +135,9 @@ def broker(request) -> str:
     """``redis`` (the default) or ``amqp``: parametrize a test indirectly to run it on RabbitMQ."""
     kind = getattr(request, "param", "redis")
     if kind == "amqp" and not live.amqp_answers(RABBITMQ_URL):
-        pytest.skip(f"RabbitMQ does not answer at {RABBITMQ_URL} (set RABBITMQ_URL to run this on it)")
+        live.skip_for_missing_service(
+            "RabbitMQ", f"nothing answers at {RABBITMQ_URL} (set RABBITMQ_URL to run this on it)"
+        )
     return kind
 
 

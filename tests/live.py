@@ -12,6 +12,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
+
+import pytest
 
 from fedweb.localredis import answers as redis_answers
 from fedweb.localredis import free_port, redis_server_binary
@@ -41,14 +44,29 @@ class EmbeddedRedis:
         self.proc.wait(10)
 
 
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.1, observe=None):
+    """Poll ``predicate`` until it is truthy (its value is returned), at most ``timeout`` seconds.
+
+    The bound is a safety net, not a measurement: on timeout the error names what was awaited and
+    the state last observed (``observe()``, else the predicate's last value)."""
     deadline = time.monotonic() + timeout
+    value = None
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+    seen = observe() if observe is not None else value
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}; last observed: {seen!r}")
+
+
+MISSING_SERVICE = "missing service"
+
+
+def skip_for_missing_service(service: str, detail: str) -> NoReturn:
+    """Skip with a reason the terminal summary collects (tests/conftest.py), so a green run names
+    every test a missing broker, database or browser left out."""
+    pytest.skip(f"{MISSING_SERVICE} {service}: {detail}")
 
 
 def amqp_answers(url: str) -> bool:

