@@ -124,7 +124,13 @@ def status_event(experiment) -> StatusEvent:
         "started": _iso(experiment.started),
         "finished": _iso(experiment.finished),
         "worker": experiment.worker,
-        "waiting": waiting_status(experiment.status, experiment.queue, experiment.spec, plugins=experiment.plugins),
+        "waiting": waiting_status(
+            experiment.status,
+            experiment.queue,
+            experiment.spec,
+            plugins=experiment.plugins,
+            experiment_id=experiment.pk,
+        ),
         "final": experiment.is_settled,
     }
 
