@@ -179,16 +179,18 @@ def publish_worker(worker) -> None:
     _send(WORKERS_GROUP, worker_event(worker))
 
 
-def queues_event() -> QueuesEvent:
+def queues_event(table: list[dict] | None = None) -> QueuesEvent:
     from orchestrator.queues import queue_states
 
-    return {"type": "queues", "queues": [q.to_dict() for q in queue_states(broker=True)]}
+    rows = [q.to_dict() for q in queue_states(broker=True)] if table is None else table
+    return {"type": "queues", "queues": rows}
 
 
-def publish_queues() -> None:
-    """The queue table as it stands (sent with each heartbeat: workers come and go, runs queue and
-    finish, and the broker's counts change with no other event to say so)."""
-    _send(WORKERS_GROUP, queues_event())
+def publish_queues(table: list[dict] | None = None) -> None:
+    """The queue table (``QueueState.to_dict()`` rows; read now when not given). One worker sends
+    it for the fleet when it changes (``workers.heartbeat.QueueTable``): workers come and go, runs
+    queue and finish, and the broker's counts change with no other event to say so."""
+    _send(WORKERS_GROUP, queues_event(table))
 
 
 def publish_access_changed(*, experiment_ids: Iterable[int] = (), user_ids: Iterable[int] = ()) -> None:
