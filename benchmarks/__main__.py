@@ -20,6 +20,7 @@ from benchmarks import (
     scheduling,
     shards,
     tff_accelerators,
+    viewers,
     vs_plain,
 )
 from benchmarks.common import TABLE_HEADER, Options, table_row, write_result
@@ -33,8 +34,9 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "engine_overhead": engine_overhead.run,
     "scheduling": scheduling.run,
     "shards": shards.run,
+    "viewers": viewers.run,
 }
-NOT_IN_ALL = {"shards"}  # needs a Redis and starts worker processes
+NOT_IN_ALL = {"shards", "viewers"}  # need a Redis; start worker or daphne processes
 
 
 def main(argv: list[str] | None = None) -> int:
