@@ -233,10 +233,12 @@ def _ms(sorted_values: list[float], q: float) -> float | None:
 
 
 def run(opts: Options) -> dict[str, Any]:
-    rounds = ROUNDS[opts.size]
+    # FEDWEB_VIEWERS=3,5 and FEDWEB_VIEWER_ROUNDS=10: a quick run (the test of this benchmark).
+    counts = tuple(int(n) for n in os.environ.get("FEDWEB_VIEWERS", "").split(",") if n) or VIEWERS[opts.size]
+    rounds = int(os.environ.get("FEDWEB_VIEWER_ROUNDS") or ROUNDS[opts.size])
     t0 = time.monotonic()
     with LiveSite() as site:
-        rows = [asyncio.run(measure(site, n, rounds, RATE)) for n in VIEWERS[opts.size]]
+        rows = [asyncio.run(measure(site, n, rounds, RATE)) for n in counts]
     at_200 = next((r for r in rows if r["viewers"] == 200), rows[-1])
     return {
         "device": "cpu (daphne, 1 process)",
