@@ -1,18 +1,33 @@
-# `make run` and `make test` work on a fresh machine with Python 3.11: they build .venv first.
+# `make run` and `make test` work on a fresh machine with Python 3.11: they build .venv first,
+# from requirements-dev.lock (exact versions and hashes, so every machine installs what CI
+# tested). requirements*.txt say what we depend on; `make lock` turns them into the lock.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LOCK := requirements-dev.lock
+# pip on some machines warns once per package about an index folder it does not have
+# ("Location ... is ignored"): hundreds of lines that say nothing to a user of `make run`.
+QUIET_PIP := 2>&1 | { grep -v "is ignored: it is" || true; }; test $${PIPESTATUS[0]} -eq 0
+SHELL := /bin/bash
 
-.PHONY: venv run test test-fast lint format clean chromium
+.PHONY: venv run test test-fast lint format clean chromium lock
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK) $(QUIET_PIP)
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# Refresh the lock from requirements*.txt (newest versions they allow), with pip-tools in its own
+# venv (.venv-lock) so the tool never lands in the app's. torch stays pinned to 2.13.0 in
+# requirements.txt: another build pulls gigabytes of CUDA packages, which the last line refuses.
+lock:
+	test -x $(VENV)-lock/bin/pip-compile || { $(PYTHON) -m venv $(VENV)-lock && $(VENV)-lock/bin/pip install --quiet pip-tools $(QUIET_PIP); }
+	CUSTOM_COMPILE_COMMAND="make lock" $(VENV)-lock/bin/pip-compile --quiet --generate-hashes --allow-unsafe \
+		--strip-extras --no-emit-index-url --no-emit-find-links -o $(LOCK) requirements-dev.txt $(QUIET_PIP)
+	! grep -E '^(nvidia-|triton)' $(LOCK) | grep -v '^nvidia-ml-py'
 
 # daphne + one CPU worker + Redis (embedded when REDIS_URL is unset and nothing answers on 6379).
 run: venv
@@ -58,4 +73,4 @@ format: venv
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VENV)-lock var .pytest_cache .ruff_cache

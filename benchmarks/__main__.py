@@ -24,6 +24,7 @@ from benchmarks import (
     shards,
     socket_close,
     tff_accelerators,
+    viewers,
     vs_plain,
 )
 from benchmarks.common import TABLE_HEADER, Options, table_row, write_result
@@ -40,8 +41,9 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "shards": shards.run,
     "recovery": recovery.run,
     "socket_close": socket_close.run,
+    "viewers": viewers.run,
 }
-NOT_IN_ALL = {"shards", "recovery", "socket_close"}  # need a Redis and start worker processes
+NOT_IN_ALL = {"shards", "recovery", "socket_close", "viewers"}  # need a Redis; start worker or daphne processes
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,12 +2,19 @@
 
 Access is checked at connect, again on every ``access`` event (published whenever it may have
 shrunk: a link revoked, a member removed, an experiment deleted...) and, as a safety net for
-changes made behind the models' back, at least every ``ACCESS_RECHECK_SECONDS`` while rounds flow.
-A socket that lost access is closed with 4403 and forwards nothing more.
+changes made behind the models' back, at least every ``ACCESS_RECHECK_SECONDS`` while rounds flow
+(each socket at its own moment, so 200 viewers do not query the database at once). Other events
+check nothing: access changes drive the checks. A socket that lost access is closed with 4403
+and forwards nothing more.
+
+An experiment socket gets its live events through :mod:`orchestrator.fanout` (one subscription
+per process and experiment; JSON and the public link's redaction done once per event; rounds
+arriving faster than a page draws coalesced into one ``rounds`` message).
 """
 
 from __future__ import annotations
 
+import random
 import time
 from urllib.parse import parse_qs
 
@@ -17,6 +24,7 @@ from django.contrib.auth import get_user_model
 
 from fedweb.inputs import parse_int
 from orchestrator import access, events
+from orchestrator.fanout import Prepared, fanout_for
 from orchestrator.leak import latest_leak_warnings
 from orchestrator.models import FINISHED, Experiment, RoundMetric, Worker
 from orchestrator.public import host_names, redact
@@ -36,6 +44,8 @@ class _GroupsMixin:
     async def disconnect(self, code):
         for group in getattr(self, "joined", []):
             await self.channel_layer.group_discard(group, self.channel_name)
+        if getattr(self, "fanout", None) is not None:
+            await self.fanout.unsubscribe(self)
 
     async def forbid(self) -> None:
         self.allowed = False
@@ -63,34 +73,84 @@ class ExperimentConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
         if not await self._allowed():
             await self.forbid()
             return
-        self.allowed, self.checked_at = True, time.monotonic()
-        # Subscribe before reading history: an event published meanwhile is queued, not lost,
-        # and the round handler drops it if the history already contained it.
-        await self.join(events.group_name(self.experiment_id), *self.user_groups())
+        # The first safety-net check comes at a random moment within the interval: sockets that
+        # connected together (a page shared to a room) do not all query the database at once.
+        self.allowed, self.checked_at = True, time.monotonic() - random.uniform(0, ACCESS_RECHECK_SECONDS)
+        # Subscribe before reading history: an event published meanwhile waits in the backlog,
+        # not lost, and the round handler drops it if the history already contained it.
+        self.live, self.backlog = False, []
+        self.fanout = fanout_for(self.channel_layer, events.group_name(self.experiment_id))
+        await self.fanout.subscribe(self)
+        await self.join(*self.user_groups())
         history, status = await self._history()
         for event in history:
             await self.round(event)
-        await self.status(status, recheck=False)
+        await self.status(status)
+        self.live = True
+        for event, prepared in self.backlog:
+            await self.deliver(event, prepared)
+        self.backlog = []
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
         pass  # read-only: controls go through views; a client's message is not even parsed
 
     # -- handlers named by events.*Event["type"] ---------------------------------------------
 
+    async def deliver(self, event: dict, prepared: Prepared) -> None:
+        """An event of the experiment's group, from the process's fan-out (``prepared`` holds its
+        JSON and public variant, made once for every socket)."""
+        if not self.allowed:
+            return
+        if not self.live:
+            self.backlog.append((event, prepared))
+            return
+        kind = event["type"]
+        if kind == "rounds":
+            await self._rounds(event, prepared)
+        elif kind == "round":
+            await self.round(event, prepared.text)
+        elif kind == "status":
+            await self.status(await prepared.public() if self.share_token else event, redacted=True)
+        elif kind == "log":
+            await self.send_json(await prepared.public() if self.share_token else event)
+        elif kind == "access":
+            await self.access(event)
+
     async def access(self, event: events.AccessEvent):
         if self.allowed:
             await self._still_allowed()
 
-    async def round(self, event: events.RoundEvent):
-        if not self.allowed or event["round"] <= self.last_round:
-            return
-        if time.monotonic() - self.checked_at > ACCESS_RECHECK_SECONDS and not await self._still_allowed():
+    async def round(self, event: events.RoundEvent, text: str | None = None):
+        if not self.allowed or event["round"] <= self.last_round or not await self._recheck_due():
             return
         self.last_round = event["round"]
-        await self.send_json(event)
+        await (self.send(text_data=text) if text is not None else self.send_json(event))
 
-    async def status(self, event: events.StatusEvent, recheck: bool = True):
-        if not self.allowed or (recheck and not await self._still_allowed()):
+    async def _rounds(self, event: dict, prepared: Prepared) -> None:
+        fresh, last = [], self.last_round
+        for r in event["rounds"]:  # in order; a late copy inside the batch is dropped too
+            if r["round"] > last:
+                fresh.append(r)
+                last = r["round"]
+        if not fresh or not await self._recheck_due():
+            return
+        self.last_round = fresh[-1]["round"]
+        if len(fresh) == len(event["rounds"]):
+            await self.send(text_data=prepared.text)  # the usual case: the JSON made once for all
+        elif len(fresh) == 1:
+            await self.send_json(fresh[0])
+        else:
+            await self.send_json({**event, "rounds": fresh})
+
+    async def _recheck_due(self) -> bool:
+        """False when the safety-net check is due and finds access gone (the socket is closed)."""
+        if time.monotonic() - self.checked_at > ACCESS_RECHECK_SECONDS:
+            return await self._still_allowed()
+        return True
+
+    async def status(self, event: events.StatusEvent, redacted: bool = False):
+        """``redacted``: the fan-out already made the public link's variant (once for all sockets)."""
+        if not self.allowed:
             return
         key = (event["status"], event["current_round"], event.get("final"))
         if key == self.last_status:
@@ -101,15 +161,8 @@ class ExperimentConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
             for round_event in await self._rounds_after(self.last_round):
                 await self.round(round_event)
         self.last_status = key
-        if self.share_token:  # the public link's page names no worker host (orchestrator.public)
+        if self.share_token and not redacted:  # the public link's page names no worker host
             event = {**event, "worker": "", "error": await self._public_text(event["error"])}
-        await self.send_json(event)
-
-    async def log(self, event: events.LogEvent):
-        if not self.allowed:
-            return
-        if self.share_token:  # the public link's page names no worker host (orchestrator.public)
-            event = {**event, "message": await self._public_text(event["message"])}
         await self.send_json(event)
 
     # -- access and database ---------------------------------------------------------------------

@@ -11,6 +11,7 @@ because Redis was away gets it from the database when it reconnects with ``?afte
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from datetime import timedelta
 from typing import Literal, TypedDict
@@ -33,6 +34,9 @@ class RoundEvent(TypedDict):
     # The memory-leak verdict after this round (orchestrator.leak), so the page keeps no copy of the
     # heuristic; None on history replayed before the newest round (the page keeps its badge).
     leak_warnings: list[str] | None
+    # Unix time just after the round was stored (live events only; None on history): the viewers
+    # benchmark measures delivery from it, and a page may show how fresh a round is.
+    published_at: float | None
 
 
 class StatusEvent(TypedDict):
@@ -97,13 +101,16 @@ def user_group_name(user_id: int) -> str:
     return f"user-{user_id}"
 
 
-def round_event(experiment_id: int, metrics: dict, leak_warnings: list[str] | None = None) -> RoundEvent:
+def round_event(
+    experiment_id: int, metrics: dict, leak_warnings: list[str] | None = None, published_at: float | None = None
+) -> RoundEvent:
     return {
         "type": "round",
         "experiment_id": experiment_id,
         "round": metrics["round"],
         "metrics": metrics,
         "leak_warnings": leak_warnings,
+        "published_at": published_at,
     }
 
 
@@ -124,7 +131,13 @@ def status_event(experiment) -> StatusEvent:
         "started": _iso(experiment.started),
         "finished": _iso(experiment.finished),
         "worker": experiment.worker,
-        "waiting": waiting_status(experiment.status, experiment.queue, experiment.spec, plugins=experiment.plugins),
+        "waiting": waiting_status(
+            experiment.status,
+            experiment.queue,
+            experiment.spec,
+            plugins=experiment.plugins,
+            experiment_id=experiment.pk,
+        ),
         "final": experiment.is_settled,
     }
 
@@ -158,7 +171,8 @@ def worker_event(worker) -> WorkerEvent:
 def publish_round(experiment_id: int, metrics: dict) -> None:
     from orchestrator.leak import latest_leak_warnings
 
-    _send(group_name(experiment_id), round_event(experiment_id, metrics, latest_leak_warnings(experiment_id)))
+    stored = time.time()  # the round's row and current_round are written by now
+    _send(group_name(experiment_id), round_event(experiment_id, metrics, latest_leak_warnings(experiment_id), stored))
 
 
 def publish_status(experiment) -> None:
@@ -173,16 +187,18 @@ def publish_worker(worker) -> None:
     _send(WORKERS_GROUP, worker_event(worker))
 
 
-def queues_event() -> QueuesEvent:
+def queues_event(table: list[dict] | None = None) -> QueuesEvent:
     from orchestrator.queues import queue_states
 
-    return {"type": "queues", "queues": [q.to_dict() for q in queue_states(broker=True)]}
+    rows = [q.to_dict() for q in queue_states(broker=True)] if table is None else table
+    return {"type": "queues", "queues": rows}
 
 
-def publish_queues() -> None:
-    """The queue table as it stands (sent with each heartbeat: workers come and go, runs queue and
-    finish, and the broker's counts change with no other event to say so)."""
-    _send(WORKERS_GROUP, queues_event())
+def publish_queues(table: list[dict] | None = None) -> None:
+    """The queue table (``QueueState.to_dict()`` rows; read now when not given). One worker sends
+    it for the fleet when it changes (``workers.heartbeat.QueueTable``): workers come and go, runs
+    queue and finish, and the broker's counts change with no other event to say so."""
+    _send(WORKERS_GROUP, queues_event(table))
 
 
 def publish_access_changed(*, experiment_ids: Iterable[int] = (), user_ids: Iterable[int] = ()) -> None:

@@ -55,11 +55,12 @@ def spec_field(dotted: str, meta: dict) -> forms.Field:
     # The engine's bounds as a hint in the help and on the input; the engine still judges the value.
     attrs = {k: meta[k] for k in ("min", "max") if meta.get(k) is not None and not (k == "min" and meta["min_open"])}
     if meta.get("max") is not None:
-        lowest = f"> {meta['min']}" if meta["min_open"] else f">= {meta['min']}"
-        depends = limit_note(dotted, meta)
-        # A bound that other fields tighten is not promised bare: 65,536 hidden units are refused
-        # by the parameter limit with the default dataset.
-        common["help_text"] += f" Range: {lowest}, <= {meta['max']:,}{depends}."
+        # Only the bounds that exist (a plugin may give max alone): never "Range: >= None". A bound
+        # that other fields tighten is not promised bare: 65,536 hidden units are refused by the
+        # parameter limit with the default dataset.
+        bounds = [] if meta.get("min") is None else [f"{'>' if meta['min_open'] else '>='} {meta['min']}"]
+        bounds.append(f"<= {meta['max']:,}")
+        common["help_text"] += f" Range: {', '.join(bounds)}{limit_note(dotted, meta)}."
     if kind == "int":
         return forms.IntegerField(widget=forms.NumberInput(attrs=attrs), **common)
     if kind == "float":

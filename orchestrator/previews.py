@@ -82,15 +82,17 @@ def privacy_estimate(spec: Spec) -> dict | None:
 
 
 def partition_preview(spec: Spec) -> dict:
-    """The engine's ``partition_summary`` of the first clients, cached by the data section."""
+    """The engine's ``partition_summary`` of the first clients, cached by the data section; or
+    ``{"previewed": False, "reason": ...}`` for a dataset this page does not preview (read from
+    files, no ``describe``, too big): a state the page shows, not an error, since the spec is fine."""
     data = spec.data
     component = registry.get("dataset", data.name)
     if any(f.metadata.get("path") for f in dataclasses.fields(component.options)):
-        raise SpecError("data.name", f"{data.name} is read from files; its partition is not previewed")
+        return _not_previewed(f"{data.name} is read from files; its partition is not previewed")
     if component.traits.get("describe") is None:
-        raise SpecError("data.name", f"{data.name} does not describe its size; its partition is not previewed")
+        return _not_previewed(f"{data.name} does not describe its size (describe=); its partition is not previewed")
     if describe(data).train_samples > PREVIEW_MAX_SAMPLES:
-        raise SpecError("data.num_clients", "is too large to preview here (the run itself is fine)")
+        return _not_previewed("this dataset is too large to preview here (the run itself is fine)")
     section = json.dumps({"data": spec.to_dict()["data"], "seed": spec.seed}, sort_keys=True)
     key = "partition-preview:" + hashlib.sha256(section.encode()).hexdigest()
     summary = cache.get(key)
@@ -104,4 +106,8 @@ def partition_preview(spec: Spec) -> dict:
         except Exception as e:  # a plugin loader's own failure is shown beside the dataset, not a 500
             raise SpecError("data.name", f"{data.name} could not be loaded: {type(e).__name__}: {e}") from None
         cache.set(key, summary, 3600)
-    return summary
+    return {"previewed": True, **summary}
+
+
+def _not_previewed(reason: str) -> dict:
+    return {"previewed": False, "reason": reason}

@@ -11,13 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Avg, Count
 from kombu import Connection
 
 from fedweb.celery import app
 from orchestrator.candidates import policy_for
 from orchestrator.fleet import Worker
 from orchestrator.models import ACTIVE, Experiment, Status
+from orchestrator.records import RoundMetric
 from workers.engine.provenance import has_plugin, label, required
 
 BROKER_TIMEOUT_S = 1.0
@@ -147,18 +148,81 @@ def run_waiting_reason(
 
 
 def waiting_status(
-    status: str, queue: str, spec: dict, served=None, depths: dict[str, int] | None = None, plugins=None
+    status: str,
+    queue: str,
+    spec: dict,
+    served=None,
+    depths: dict[str, int] | None = None,
+    plugins=None,
+    experiment_id: int | None = None,
 ):
-    """What the dashboard's status line says while a run waits with no live worker able to take it:
-    ``{"queue", "depth", "reason", "text"}``, or None when it is not waiting for a worker.
-    ``served`` and ``depths`` save the queries when many runs are asked about at once; ``plugins``
-    is the run's recorded plugins (``Experiment.plugins``)."""
+    """What the dashboard's status line says while a run waits: ``{"queue", "depth", "reason",
+    "text"}``, or None when it is not waiting. It waits for a worker (no live worker can take it:
+    :func:`run_waiting_reason`) or, given ``experiment_id``, behind the runs the queue serves
+    first (:func:`behind_reason`). ``served`` and ``depths`` save the queries when many runs are
+    asked about at once; ``plugins`` is the run's recorded plugins (``Experiment.plugins``)."""
     reason = run_waiting_reason(status, queue, spec, served, plugins)
+    if not reason and status == Status.QUEUED and experiment_id is not None and queue not in ("", "inline"):
+        reason = behind_reason(experiment_id, queue, served)
     if not reason:
         return None
     depth = (queue_depths() if depths is None else depths).get(queue, 0)
     text = f"Queue {queue} · depth {depth} · {reason}"
     return {"queue": queue, "depth": depth, "reason": reason, "text": text}
+
+
+def behind_reason(experiment_id: int, queue: str, served: dict[str, list[LiveWorker]] | None = None) -> str:
+    """Why a queued run that a live worker could take has not started: "behind 1 running
+    experiment on the cpu queue (fifo); about 4 min", or "" when nothing is ahead of it.
+
+    Ahead: the queue's running runs and the runs queued before it. The time is each one's mean
+    measured round seconds times its rounds left, shared by the live workers of the queue;
+    "time unknown" when none of them has a measured round yet, "at least" when only some have.
+    The queue's policy is named: under one other than fifo the order can change.
+    """
+    me = Experiment.objects.filter(pk=experiment_id).values("status", "queued_at", "created").first()
+    if me is None or me["status"] != Status.QUEUED:
+        return ""
+    others = Experiment.objects.filter(queue=queue, status__in=ACTIVE).exclude(pk=experiment_id)
+    mine = me["queued_at"] or me["created"]
+    ahead = [
+        row
+        for row in others.values("pk", "status", "queued_at", "created", "current_round", "total_rounds")
+        if row["status"] == Status.RUNNING or (row["queued_at"] or row["created"]) < mine
+    ]
+    if not ahead:
+        return ""
+    running = sum(row["status"] == Status.RUNNING for row in ahead)
+    waiting = len(ahead) - running
+    parts = [f"{n} {what}" for n, what in ((running, "running"), (waiting, "queued")) if n]
+    noun = "experiment" if len(ahead) == 1 else "experiments"
+    workers = len((live_workers_by_queue() if served is None else served).get(queue, [])) or 1
+    return f"behind {' and '.join(parts)} {noun} on the {queue} queue ({policy_for(queue)}); {_eta(ahead, workers)}"
+
+
+def _eta(ahead: list[dict], workers: int) -> str:
+    # One aggregate query: the mean measured round time of each run ahead.
+    means = dict(
+        RoundMetric.objects.filter(experiment_id__in=[row["pk"] for row in ahead])
+        .values("experiment_id")
+        .annotate(mean=Avg("round_seconds"))
+        .values_list("experiment_id", "mean")
+    )
+    measured = [row for row in ahead if means.get(row["pk"]) is not None]
+    if not measured:
+        return "time unknown (no round measured yet)"
+    seconds = sum(means[row["pk"]] * max(0, row["total_rounds"] - row["current_round"]) for row in measured)
+    text = _duration(seconds / workers)
+    return f"at least {text}" if len(measured) < len(ahead) else text
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return "under 1 min"
+    minutes = round(seconds / 60)
+    if minutes < 120:
+        return f"about {minutes} min"
+    return f"about {minutes // 60} h {minutes % 60} min"
 
 
 def submit_warnings(experiment) -> list[str]:

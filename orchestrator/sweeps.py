@@ -116,7 +116,8 @@ def _targets(field: str) -> list[str]:
 def with_values(base: dict, point: dict) -> dict:
     """A copy of the spec dict ``base`` (upgraded to today's shape) with each field of ``point``
     set; a point that picks another component leaves out the options that component lacks."""
-    spec = spec_legacy.upgrade(copy.deepcopy(base))
+    # A new sweep, like a new experiment: an old key its component lacks is refused, not dropped.
+    spec = spec_legacy.upgrade(copy.deepcopy(base), strict=True)
     renamed = []
     # Component names first, so that an option axis lands on the component the point selects.
     for field, value in sorted(point.items(), key=lambda item: not item[0].endswith(".name")):

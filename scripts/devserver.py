@@ -1,6 +1,9 @@
 """`make run`: Redis (embedded when none answers), migrations, the demo, daphne and one CPU worker.
 
 Everything started here is stopped on Ctrl-C (or SIGTERM), and everything stops if one dies.
+The URL is printed only once ``/healthz`` answers 200 (daphne listens, the database and Redis
+answer), so the first click never meets "connection refused". ``--no-demo`` skips the demo
+experiments (the tests start it that way: the demo's runs would keep the worker busy).
 DEBUG is off unless asked for (`DEBUG=1 make run`): its pages list every URL pattern to anyone,
 public-link visitors included. Static files are served by the ASGI app either way, and a 500's
 traceback still reaches this terminal through the `django.request` logger.
@@ -8,11 +11,14 @@ traceback still reaches this terminal through the `django.request` logger.
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -72,7 +78,30 @@ def ensure_redis(env: dict, data_dir: Path) -> str:
     return url
 
 
-def main() -> int:
+def healthy(url: str) -> bool:
+    """Whether ``url`` (``/healthz``) answers 200 now."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):  # refused, not yet listening, or a 503
+        return False
+
+
+def wait_until_healthy(url: str, timeout: float = 120.0) -> None:
+    """Return once ``url`` answers 200; raise RuntimeError if a child exits or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while not healthy(url):
+        if any(proc.poll() is not None for proc in children):
+            raise RuntimeError("a process exited before the web server answered")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not answer 200 within {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run FedWeb locally: Redis, daphne and one CPU worker.")
+    parser.add_argument("--no-demo", action="store_true", help="do not create the demo user and experiments")
+    args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
     signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
     env = child_env(os.environ)
@@ -82,10 +111,14 @@ def main() -> int:
     try:
         env["REDIS_URL"] = ensure_redis(env, data_dir)
         subprocess.run([python, "manage.py", "migrate", "--no-input", "-v", "0"], cwd=ROOT, env=env, check=True)
-        subprocess.run([python, "manage.py", "demo"], cwd=ROOT, env=env, check=True)
+        if not args.no_demo:
+            subprocess.run([python, "manage.py", "demo"], cwd=ROOT, env=env, check=True)
         start([python, "-m", "daphne", "-b", host, "-p", port, "fedweb.asgi:application"], env)
         start([python, "-m", "celery", "-A", "fedweb", "worker", "-Q", "cpu", "--concurrency", "1", "-l", "info"], env)
-        print(f"\nFedWeb is running at http://{host}:{port}/  (log in as demo / demo; Ctrl-C stops everything)\n")
+        probe = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host  # a wildcard bind answers on loopback
+        wait_until_healthy(f"http://{probe}:{port}/healthz")
+        login = "" if args.no_demo else "log in as demo / demo; "
+        print(f"\nFedWeb is running at http://{host}:{port}/  ({login}Ctrl-C stops everything)\n", flush=True)
         while all(proc.poll() is None for proc in children):
             time.sleep(0.5)
         print("A process exited; stopping the others.", file=sys.stderr)
@@ -95,6 +128,9 @@ def main() -> int:
         return 0
     except subprocess.CalledProcessError as e:
         print(f"{' '.join(e.cmd)} failed with exit code {e.returncode}", file=sys.stderr)
+        return 1
+    except RuntimeError as e:
+        print(f"FedWeb did not start: {e}", file=sys.stderr)
         return 1
     finally:
         stop_all()

@@ -94,7 +94,7 @@ def beat(hostname: str, queues: str, slots: int = 1):
     scheduling.renew_leases(hostname, _live_pids())
     events.publish_worker(worker)
     if _publishes_queues(hostname):
-        events.publish_queues()  # the Workers page's queue table has no other event
+        queue_table.publish_if_changed(time.monotonic())  # the Workers page's queue table has no other event
     scheduling.reconcile()  # and schedules every queue with ready rounds: a new worker starts work here
     return worker
 
@@ -144,6 +144,41 @@ def _visible_indices(count: int) -> list[int]:
     if visible is None:
         return list(range(count))
     return [int(v) for v in visible.split(",") if v.strip().isdigit() and int(v) < count]
+
+
+# The broker's message counts (one connection to the broker) are read at most this often; the
+# database's counts, which say when runs queue, start and finish, are read every beat.
+BROKER_READ_SECONDS = 30.0
+
+
+class QueueTable:
+    """The queue table as this worker last sent it, and the broker counts it last read: a beat
+    sends the table only when it differs from the last one sent, so with nothing changing a fleet
+    sends nothing and opens a broker connection once per ``BROKER_READ_SECONDS``."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict] | None = None
+        self.messages: dict[str, int | None] = {}
+        self.read_at: float | None = None
+
+    def publish_if_changed(self, now: float) -> bool:
+        """Send the table if it changed since the last one sent (``now``: a monotonic clock)."""
+        from orchestrator import events
+        from orchestrator.queues import queue_states
+
+        read = self.read_at is None or now - self.read_at >= BROKER_READ_SECONDS
+        states = queue_states(broker=read)
+        if read:
+            self.messages, self.read_at = {q.name: q.messages for q in states}, now
+        table = [{**q.to_dict(), "messages": self.messages.get(q.name)} for q in states]
+        if table == self.sent:
+            return False
+        events.publish_queues(table)
+        self.sent = table
+        return True
+
+
+queue_table = QueueTable()
 
 
 def _publishes_queues(hostname: str) -> bool:

@@ -68,7 +68,9 @@ def experiment_statuses(request: HttpRequest) -> JsonResponse:
     active = any(r["status"] in ACTIVE for r in rows)  # else nothing waits: spare the queries
     served, depths = (live_workers_by_queue(), queue_depths()) if active else ({}, {})
     for row in rows:
-        row["waiting"] = waiting_status(row["status"], row["queue"], row["spec"], served, depths, row["plugins"])
+        row["waiting"] = waiting_status(
+            row["status"], row["queue"], row["spec"], served, depths, row["plugins"], experiment_id=row["pk"]
+        )
         del row["queue"], row["spec"], row["plugins"]
     return JsonResponse({"experiments": {str(r.pop("pk")): r for r in rows}})
 
@@ -128,7 +130,13 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str,
     hosts = host_names(experiment) if token else []
     return {
         "experiment": experiment,
-        "waiting": waiting_status(experiment.status, experiment.queue, experiment.spec, plugins=experiment.plugins),
+        "waiting": waiting_status(
+            experiment.status,
+            experiment.queue,
+            experiment.spec,
+            plugins=experiment.plugins,
+            experiment_id=experiment.pk,
+        ),
         "error": redact(experiment.error, hosts),
         "charts": dashboard_charts(rounds, experiment.spec),
         "last_rounds": table_rows(rounds[-200:]),

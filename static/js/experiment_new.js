@@ -105,6 +105,7 @@
     const err = $("partition-error"), chart = $("partition-chart");
     err.hidden = res.ok;
     if (!res.ok) { err.textContent = errorText(body); $("partition-info").textContent = ""; Plotly.purge(chart); return; }
+    if (body.previewed === false) { $("partition-info").textContent = body.reason; Plotly.purge(chart); return; }
     const shown = body.samples.length;
     $("partition-info").textContent = `${body.num_clients.toLocaleString()} clients, ${body.samples_total.toLocaleString()} training samples, ${body.test_samples.toLocaleString()} test samples${shown < body.num_clients ? `; first ${shown} clients shown` : ""}`;
     if (!body.label_counts.length) {

@@ -16,7 +16,12 @@
       const after = opts.after ? `${sep}after=${opts.after()}` : "";
       socket = new WebSocket(`${scheme}//${location.host}${opts.url}${after}`);
       socket.onopen = () => { delay = 1000; state("live"); };
-      socket.onmessage = (e) => opts.onMessage(JSON.parse(e.data));
+      socket.onmessage = (e) => {
+        const ev = JSON.parse(e.data);
+        // Rounds that came faster than a page draws arrive together (orchestrator/fanout.py).
+        if (ev.type === "rounds") ev.rounds.forEach((round) => opts.onMessage(round));
+        else opts.onMessage(ev);
+      };
       socket.onclose = (e) => {
         if (stopped || e.code === FORBIDDEN) { state(stopped ? "closed" : "forbidden"); return; }
         state("down");

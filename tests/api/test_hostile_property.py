@@ -8,6 +8,7 @@ every page form. Each example runs in a savepoint that is rolled back, so exampl
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from contextlib import contextmanager
 from urllib.parse import quote, urlencode
@@ -15,7 +16,7 @@ from urllib.parse import quote, urlencode
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from rest_framework.authtoken.models import Token
 
@@ -23,7 +24,8 @@ from accounts.models import Invitation, Membership, Team
 from orchestrator.models import Experiment, LogEntry, RoundMetric
 from tests.accounts.world import make_world
 from tests.dashboard.test_forms import form_data
-from workers.engine.spec import spec_fields
+from workers.engine import registry, spec_legacy
+from workers.engine.spec import COMPONENT_PATHS, SECTIONS, spec_fields
 
 pytestmark = pytest.mark.django_db
 
@@ -91,6 +93,36 @@ def specs(draw) -> dict:
     if draw(st.booleans()):
         spec[draw(st.text(max_size=10))] = draw(scalars)
     return spec
+
+
+@st.composite
+def unknown_key_specs(draw) -> tuple[dict, str, list[str]]:
+    """A spec whose component section (or its options) carries a key the chosen component lacks:
+    (spec, the dotted key, the component's real option names)."""
+    path = draw(st.sampled_from(["model", "data", "algorithm"]))
+    kind = COMPONENT_PATHS[path]
+    component = registry.get(kind, draw(st.sampled_from(registry.names(kind))))
+    own = [f.name for f in dataclasses.fields(component.options)]
+    old = [k for k, new in spec_legacy.OLD_OPTION_KEYS[path].items() if new not in own]
+    section_fields = {f.name for f in dataclasses.fields(SECTIONS[path])}
+    key = draw(
+        st.one_of(st.sampled_from(old or ["zzz"]), st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12))
+    )
+    assume(key not in own and key not in section_fields and key not in spec_legacy.OLD_OPTION_KEYS[path] or key in old)
+    # Values the body parser takes (it refuses NUL characters and integers beyond 64 bits first).
+    value = draw(
+        st.one_of(
+            st.none(), st.booleans(), st.sampled_from([0, -1, 3, 1e308, -1e308, 0.5]), st.text("ab./", max_size=12)
+        )
+    )
+    assume(key not in old or not spec_legacy._is_old_default(path, key, value))
+    where = draw(st.sampled_from(["section", "options"])) if key not in old else "section"
+    section = {"name": component.name}
+    if where == "options":
+        section["options"] = {key: value}
+        return {path: section}, f"{path}.options.{key}", own
+    section[key] = value
+    return {path: section}, f"{path}.{key}", own
 
 
 @st.composite
@@ -196,6 +228,19 @@ def _run(examples: int, strategy, body) -> None:
 def test_it_never_fails_on_random_create_bodies(client, world):
     client.force_login(world.owner)
     _run(150, create_bodies(), lambda body: _send(client, "POST", "/api/experiments/", **_json(body)))
+
+
+def test_it_refuses_keys_the_chosen_component_lacks_naming_its_options(client, world):
+    client.force_login(world.owner)
+
+    def check(case):
+        spec, field, own = case
+        response = _send(client, "POST", "/api/experiments/", **_json({"name": "n", "spec": spec}))
+        assert response.status_code == 400, (spec, response.content[:300])
+        message = response.json()["spec"][field][0]
+        assert all(name in message for name in own) if own else "none" in message, (spec, message)
+
+    _run(40, unknown_key_specs(), check)
 
 
 def test_it_never_fails_on_bad_json_tokens_in_a_spec(client, world):

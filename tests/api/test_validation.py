@@ -30,6 +30,22 @@ CASES = {
     "non_numeric_lr": ({"local": {"lr": "fast"}}, "local.lr", "local.lr must be a number"),
     "unknown_field": ({"data": {"colour": "red"}}, "data.colour", "data.colour is not a known field"),
     "spec_not_an_object": ([1, 2], "spec", "spec must be a JSON object"),
+    # Old flat option keys the chosen component lacks: refused with its real options (issue 21).
+    "old_key_model_lacks": (
+        {"model": {"name": "mlp", "width": 1e308}},
+        "model.width",
+        "model.width is not an option of model 'mlp': its options are hidden",
+    ),
+    "old_key_dataset_lacks": (
+        {"data": {"name": "digits", "path": "../../etc/passwd"}},
+        "data.path",
+        "data.path is not an option of dataset 'digits': its options are image_size",
+    ),
+    "unknown_option": (
+        {"model": {"name": "mlp", "options": {"width": 3}}},
+        "model.options.width",
+        "model.options.width is not a known field: model 'mlp' has the options hidden",
+    ),
 }
 
 

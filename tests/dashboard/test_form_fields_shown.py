@@ -115,13 +115,24 @@ def as_post(spec: dict) -> dict:
 def test_it_keeps_the_values_of_fields_that_do_not_apply_as_the_api_does(alice_client, user, enqueued):
     post = {**as_post(INAPPLICABLE_SET), **OTHER_COMPONENTS_FORM}
     assert alice_client.post("/experiments/new/", post).status_code == 302
-    flat = {k: {**v, **OTHER_COMPONENTS_FLAT.get(k, {})} for k, v in INAPPLICABLE_SET.items()}
-    response = api_client(user).post("/api/experiments/", {"name": "run", "spec": flat}, format="json")
+    response = api_client(user).post("/api/experiments/", {"name": "run", "spec": INAPPLICABLE_SET}, format="json")
     assert response.status_code == 201, response.json()
     from_form, from_api = Experiment.objects.order_by("pk")
     assert from_form.spec == from_api.spec
     assert from_form.spec["data"]["alpha"] == 0.3 and from_form.spec["communication"]["error_feedback"] is False
     assert from_form.spec["model"]["options"] == {} and from_form.spec["algorithm"]["options"] == {}
+
+
+def test_the_api_refuses_old_keys_of_components_not_selected_naming_the_real_options(user, enqueued):
+    # The form's hidden inputs of other components are its own widgets; a spec that writes an old
+    # key the chosen component lacks asked for something the run would not do (issue 21).
+    flat = {k: {**v, **OTHER_COMPONENTS_FLAT.get(k, {})} for k, v in INAPPLICABLE_SET.items()}
+    response = api_client(user).post("/api/experiments/", {"name": "run", "spec": flat}, format="json")
+    assert response.status_code == 400
+    assert response.json()["spec"] == {
+        "model.hidden": ["model.hidden is not an option of model 'cnn': its options are none (in model.options)"]
+    }
+    assert not Experiment.objects.exists()
 
 
 @pytest.mark.parametrize(

@@ -1,12 +1,15 @@
 """A waiting run says why: at submit, on its dashboard and on the Workers page."""
 
 import re
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
-from orchestrator.models import Experiment, Worker
+from orchestrator.models import Experiment, RoundMetric, Worker
 from tests.dashboard.conftest import make_experiment
 from tests.dashboard.test_forms import form_data
+from tests.factories import round_result
 
 pytestmark = pytest.mark.django_db
 
@@ -15,7 +18,7 @@ NO_CPU_WORKER = "Queued on &#x27;cpu&#x27;: waiting for a worker serving cpu."
 
 def queued(owner, device: str, queue: str, name: str = "run") -> Experiment:
     experiment = make_experiment(owner, name=name, spec={"compute": {"device": device}})
-    Experiment.objects.filter(pk=experiment.pk).update(status="queued", queue=queue)
+    Experiment.objects.filter(pk=experiment.pk).update(status="queued", queue=queue, queued_at=timezone.now())
     experiment.refresh_from_db()
     return experiment
 
@@ -87,3 +90,50 @@ def test_it_lists_queues_with_depth_live_workers_and_reason_on_the_workers_page(
     assert queues["gpu"]["depth"] == 2 and queues["gpu"]["live_workers"] == 0 and queues["gpu"]["policy"] == "fifo"
     assert queues["gpu"]["reason"] == "waiting for a worker serving gpu"
     assert queues["cpu"]["live_workers"] == 1 and queues["cpu"]["reason"] == ""
+
+
+def running(owner, *, rounds_done: int, total: int, round_seconds: float | None, name: str) -> Experiment:
+    """A run on the cpu queue that has done ``rounds_done`` of ``total`` rounds, each measured at
+    ``round_seconds`` (None: no round recorded yet)."""
+    experiment = make_experiment(owner, name=name)
+    for n in range(1, rounds_done + 1):
+        RoundMetric.record(experiment, round_result(n, round_seconds=round_seconds))
+    Experiment.objects.filter(pk=experiment.pk).update(
+        status="running", queue="cpu", current_round=rounds_done, total_rounds=total, queued_at=timezone.now()
+    )
+    return experiment
+
+
+def test_a_queued_run_behind_another_says_what_it_waits_for_and_about_how_long(alice_client, user, other_user):
+    Worker.objects.create(hostname="cpu0@box", queue="cpu")  # a live worker: not a wait for a worker
+    running(other_user, rounds_done=2, total=10, round_seconds=30.0, name="the demo's long run")
+    experiment = queued(user, "cpu", "cpu")
+    expected = "Queue cpu · depth 2 · behind 1 running experiment on the cpu queue (fifo); about 4 min"  # 8 x 30 s
+
+    html = alice_client.get(f"/experiments/{experiment.pk}/").content.decode()
+
+    assert waiting_line(html) == (True, expected) and "the demo&#x27;s long run" not in html
+    body = alice_client.get(f"/experiments/statuses.json?ids={experiment.pk}").json()
+    assert body["experiments"][str(experiment.pk)]["waiting"]["text"] == expected
+
+
+def test_the_wait_counts_runs_queued_earlier_and_says_unknown_when_nothing_is_measured(alice_client, user):
+    Worker.objects.create(hostname="cpu0@box", queue="cpu")
+    running(user, rounds_done=0, total=50, round_seconds=None, name="first")
+    queued(user, "cpu", "cpu", name="second")
+    experiment = queued(user, "cpu", "cpu", name="third")
+    Experiment.objects.filter(pk=experiment.pk).update(queued_at=timezone.now() + timedelta(seconds=1))
+
+    html = alice_client.get(f"/experiments/{experiment.pk}/").content.decode()
+
+    reason = "behind 1 running and 1 queued experiments on the cpu queue (fifo); time unknown (no round measured yet)"
+    assert waiting_line(html) == (True, f"Queue cpu · depth 3 · {reason}")
+
+
+def test_a_queued_run_with_nothing_ahead_and_a_live_worker_shows_no_wait(alice_client, user):
+    Worker.objects.create(hostname="cpu0@box", queue="cpu")
+    experiment = queued(user, "cpu", "cpu")
+
+    html = alice_client.get(f"/experiments/{experiment.pk}/").content.decode()
+
+    assert waiting_line(html) == (False, "")

@@ -35,7 +35,7 @@ def test_every_old_preset_upgrades_to_the_same_specs_as_todays_presets():
         assert [Spec.from_dict(d) for d in preset["full"]] == preset_specs(name), name
 
 
-def test_old_option_keys_move_into_the_chosen_component_and_the_others_are_dropped():
+def test_old_option_keys_move_into_the_chosen_component_and_a_stored_spec_drops_the_others():
     flat = {
         "model": {"name": "vgg", "hidden": 200, "blocks": 3, "width": 8},
         "data": {"dataset": "synthetic", "synthetic_alpha": 0.5, "synthetic_beta": 2.0, "image_size": 8, "path": None},
@@ -53,12 +53,41 @@ def test_old_option_keys_move_into_the_chosen_component_and_the_others_are_dropp
         "downlink": {"name": "int8"},
     }
     assert flat["model"]["hidden"] == 200  # the input is left as it was
-    spec = Spec.from_dict(flat)
+    spec = Spec.from_stored(flat)
     assert spec.model.options.width == 8 and spec.communication.uplink.options.ratio == 0.05
+    # A new spec may not carry a non-default value the chosen component ignores (image_size 8).
+    with pytest.raises(
+        SpecError, match=r"^data\.image_size is not an option of dataset 'synthetic': its options are alpha, beta"
+    ):
+        Spec.from_dict(flat)
+
+
+@pytest.mark.parametrize(
+    "raw, field, options",
+    [
+        ({"model": {"name": "mlp", "width": 1e308}}, "model.width", "hidden"),
+        ({"data": {"name": "digits", "path": "../../etc/passwd"}}, "data.path", "image_size"),
+        ({"algorithm": {"name": "fedavg", "beta1": 0.5}}, "algorithm.beta1", "none"),
+        ({"model": {"name": "cnn", "hidden": 64}}, "model.hidden", "none"),
+    ],
+)
+def test_a_new_spec_with_an_old_key_its_component_lacks_is_refused_naming_the_real_options(raw, field, options):
+    with pytest.raises(SpecError) as err:
+        Spec.from_dict(raw)
+
+    assert err.value.field == field
+    assert f"its options are {options}" in str(err.value)
+    Spec.from_stored(raw)  # stored before: still loads, the key dropped as it always was
+
+
+def test_old_keys_that_map_keep_mapping_in_a_new_spec():
+    spec = Spec.from_dict({"model": {"name": "vgg", "width": 8}, "algorithm": {"name": "fedprox", "mu": 0.3}})
+
+    assert spec.model.options.width == 8 and spec.algorithm.mu == 0.3
 
 
 def test_an_unknown_old_key_is_still_refused_by_name():
-    with pytest.raises(SpecError, match=r"^model\.depth is not a known field$"):
+    with pytest.raises(SpecError, match=r"^model\.depth is not a known field; model 'mlp' has the options hidden"):
         Spec.from_dict({"model": {"name": "mlp", "depth": 3}})
 
 

@@ -36,6 +36,15 @@ def test_it_rejects_an_invalid_spec_naming_the_field(tmp_path):
     assert not Experiment.objects.exists()
 
 
+def test_it_refuses_an_old_key_the_component_lacks_naming_its_options(tmp_path):
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({"rounds": 1, "model": {"name": "mlp", "width": 1e308}}))
+
+    with pytest.raises(CommandError, match="model.width is not an option of model 'mlp': its options are hidden"):
+        call_command("run_experiment", str(path), "--inline")
+    assert not Experiment.objects.exists()
+
+
 @pytest.mark.slow
 def test_it_creates_the_demo_once(enqueued, monkeypatch):
     from orchestrator.management.commands import demo

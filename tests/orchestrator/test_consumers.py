@@ -78,19 +78,21 @@ def test_it_closes_with_4403_for_users_who_cannot_view(experiment, other_user, w
     async_to_sync(scenario)()
 
 
-def test_it_rechecks_permission_on_status_events(experiment, user, other_user):
+def test_access_events_not_status_events_drive_the_permission_check(experiment, user, other_user):
     async def scenario():
         ws = _communicator(experiment, user)
         await ws.connect()
         await _drain(ws)
-        # ownership moves away (as sharing will, in the dashboard): the next status event closes
         from channels.db import database_sync_to_async
 
+        # Ownership moves away behind the models' back: a status event alone queries nothing (200
+        # viewers would each read the database per event) and is forwarded...
         await database_sync_to_async(Experiment.objects.filter(pk=experiment.pk).update)(owner=other_user)
-        await events.get_channel_layer().group_send(
-            events.group_name(experiment.pk),
-            {**events.status_event(experiment), "status": "paused"},
-        )
+        group = events.group_name(experiment.pk)
+        await events.get_channel_layer().group_send(group, {**events.status_event(experiment), "status": "paused"})
+        assert (await ws.receive_json_from(timeout=2))["status"] == "paused"
+        # ...and the access event that every access change publishes closes the socket.
+        await events.get_channel_layer().group_send(group, {"type": "access"})
         assert (await ws.receive_output(timeout=2)) == {"type": "websocket.close", "code": 4403}
 
     async_to_sync(scenario)()

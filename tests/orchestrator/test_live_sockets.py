@@ -41,7 +41,12 @@ def _first(ws) -> dict:
 
 
 def _rounds(messages: list[dict]) -> list[int]:
-    return [m["round"] for m in messages if m["type"] == "round"]
+    """The rounds in ``messages``: a ``round`` event, or a ``rounds`` batch of those that came
+    faster than a page draws (orchestrator.fanout)."""
+    out = []
+    for m in messages:
+        out += [m["round"]] if m["type"] == "round" else [r["round"] for r in m.get("rounds", [])]
+    return out
 
 
 def _rounds_until(ws, last: int) -> list[int]:

@@ -49,6 +49,13 @@ def test_it_names_the_field_and_the_point_of_an_invalid_value():
     assert e.value.errors["spec.algorithm.mu"][0].startswith("point mu=-1 seed=0: algorithm.mu")
 
 
+def test_it_refuses_a_base_with_an_old_key_its_component_lacks_naming_the_real_options():
+    with pytest.raises(SweepError) as e:
+        expand({**TINY_SPEC, "model": {"name": "mlp", "width": 1e308}}, {"seed": [0, 1]})
+    assert list(e.value.errors) == ["spec.model.width"]
+    assert "is not an option of model 'mlp': its options are hidden" in e.value.errors["spec.model.width"][0]
+
+
 @pytest.mark.parametrize(
     ("axes", "message"),
     [

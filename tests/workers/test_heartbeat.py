@@ -6,6 +6,20 @@ from workers import heartbeat
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def fresh_queue_table(monkeypatch):
+    """Each test starts with a worker that has sent no queue table yet."""
+    monkeypatch.setattr(heartbeat, "queue_table", heartbeat.QueueTable())
+
+
+def _always_publish(self, now: float) -> bool:
+    # Which worker publishes, whatever the table: the test below is about the role, not changes.
+    from orchestrator import events
+
+    events.publish_queues([])
+    return True
+
+
 def test_it_records_a_heartbeat_with_devices(monkeypatch):
     monkeypatch.setattr(
         heartbeat, "gpu_devices", lambda: [{"index": 0, "name": "H100", "total_mb": 81559, "used_mb": 3}]
@@ -36,7 +50,8 @@ def test_one_worker_publishes_the_queue_table_for_the_fleet_and_another_takes_ov
     from orchestrator import events
 
     published: list[str] = []
-    monkeypatch.setattr(events, "publish_queues", lambda: published.append("table"))
+    monkeypatch.setattr(events, "publish_queues", lambda table=None: published.append("table"))
+    monkeypatch.setattr(heartbeat.QueueTable, "publish_if_changed", _always_publish)
     monkeypatch.setattr(heartbeat, "gpu_devices", lambda: [])
     for name in ("b@h", "a@h", "c@h"):
         heartbeat.beat(name, "cpu")
@@ -50,3 +65,32 @@ def test_one_worker_publishes_the_queue_table_for_the_fleet_and_another_takes_ov
     heartbeat.beat("b@h", "cpu")
     heartbeat.beat("c@h", "cpu")
     assert published == ["table"]  # a stopped beating: b, now the first, took over
+
+
+def test_the_publishing_worker_sends_the_queue_table_only_when_it_changes_and_reads_the_broker_seldom(
+    monkeypatch, django_user_model
+):
+    from orchestrator import events, queues
+    from orchestrator.models import Experiment
+    from tests.conftest import TINY_SPEC
+
+    sent: list[list[dict]] = []
+    reads: list[list[str]] = []
+    monkeypatch.setattr(events, "publish_queues", lambda table=None: sent.append(table))
+    monkeypatch.setattr(queues, "broker_message_counts", lambda names: reads.append(names) or {n: 0 for n in names})
+    monkeypatch.setattr(heartbeat, "gpu_devices", lambda: [])
+    table = heartbeat.queue_table
+
+    heartbeat.beat("a@h", "cpu")
+    assert len(sent) == 1 and len(reads) == 1  # the first table, with the broker's counts
+    for _ in range(3):
+        heartbeat.beat("a@h", "cpu")
+    assert len(sent) == 1 and len(reads) == 1  # nothing changed: nothing sent, no broker connection
+
+    owner = django_user_model.objects.create_user("q")
+    Experiment.objects.create(owner=owner, name="r", spec=TINY_SPEC, status="queued", queue="cpu")
+    heartbeat.beat("a@h", "cpu")
+    assert len(sent) == 2 and {q["name"]: q["queued"] for q in sent[-1]}["cpu"] == 1  # a run queued: sent
+
+    assert table.publish_if_changed(table.read_at + heartbeat.BROKER_READ_SECONDS) is False
+    assert len(reads) == 2  # the broker is read again once BROKER_READ_SECONDS have passed

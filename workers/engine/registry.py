@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from workers.engine.fields import spec_field
+from workers.engine.option_checks import OptionMetadataError, check_options
 
 KINDS = ("model", "dataset", "strategy", "codec")
 BUILTIN_PACKAGE = "workers.engine"
@@ -167,6 +168,10 @@ def _register(kind: str, name: str, options: type | None, traits: dict[str, Any]
         opts()
     except TypeError as e:
         raise RegistryError(f"{kind} {name!r}: every option needs a default ({e})") from None
+    try:
+        check_options(f"{kind} {name!r}", opts)
+    except OptionMetadataError as e:
+        raise RegistryError(str(e)) from None
 
     def decorate(factory: Callable) -> Callable:
         doc = inspect.getdoc(factory) or ""

@@ -67,12 +67,13 @@ class Spec:
         """Validate ``d`` (a JSON object) into a spec; missing fields take their defaults.
 
         ``bounds=False`` skips the numeric ranges and lengths (types, choices and cross-field
-        rules still apply): see :meth:`from_stored`.
+        rules still apply) and drops old flat option keys the chosen component lacks instead of
+        refusing them: see :meth:`from_stored`.
         """
         d = {} if d is None else d
         if not isinstance(d, dict):
             raise SpecError("spec", "must be a JSON object")
-        d = spec_legacy.upgrade(d)  # a flat spec from before components
+        d = spec_legacy.upgrade(d, strict=bounds)  # a flat spec from before components
         spec = build(cls, _shards_auto(d), bounds=bounds)
         spec._check_cross_fields(d)
         return spec

@@ -5,9 +5,12 @@ flat spec (``{"data": {"dataset": "digits", "image_size": 28, ...}, "model": {"n
 "hidden": 200, "blocks": 2, "width": 4}, "communication": {"uplink": "topk", "topk_ratio": 0.01}}``),
 often with every old field present whatever was chosen. :func:`upgrade` rewrites such a dict into
 today's shape before it is validated: an old option key moves into the chosen component's
-``options`` when that component has the option (renamed where the name changed) and is dropped
-otherwise, since it never had any effect there. Keys that were never spec fields are left alone,
-so validation still reports them. Pure: the input is not modified, nothing is stored.
+``options`` when that component has the option (renamed where the name changed). One it does not
+have never had any effect there: a stored spec (``strict=False``) drops it, so it still loads; a
+new spec (``strict=True``: the form, the API, the CLI) is refused with the component's real
+options, since whoever wrote it expected it to do something, unless it holds the old default
+that a full dump of the old spec carried whatever was chosen (``OLD_DEFAULTS``). Keys that were never spec fields are
+left alone, so validation still reports them. Pure: the input is not modified, nothing is stored.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 import workers.engine.registry as registry
 from workers.engine.spec_sections import SECTIONS, DownlinkSpec, UplinkSpec
+from workers.engine.validation import SpecError
 
 # The old flat option keys of each component section, and their names as component options.
 OLD_OPTION_KEYS = {
@@ -33,19 +37,38 @@ OLD_OPTION_KEYS = {
     },
     "algorithm": {"server_momentum": "momentum", "beta1": "beta1", "beta2": "beta2", "tau": "tau"},
 }
+# What a full dump of an old spec carried for each of those keys whatever component was chosen:
+# a key at this value asked for nothing, so even a new spec (strict) may carry it and lose it.
+OLD_DEFAULTS = {
+    "model": {"hidden": 200, "blocks": 2, "width": 4},
+    "data": {
+        "path": None,
+        "image_size": 28,
+        "num_classes": 10,
+        "mean_samples": 100,
+        "synthetic_alpha": 1.0,
+        "synthetic_beta": 1.0,
+        "seq_len": 64,
+    },
+    "algorithm": {"server_momentum": 0.9, "beta1": 0.9, "beta2": 0.99, "tau": 0.001},
+}
 KIND_OF = {"model": "model", "data": "dataset", "algorithm": "strategy"}
 LINKS = {"uplink": UplinkSpec, "downlink": DownlinkSpec}
 OLD_RATIO_KEY, RATIO_OPTION = "topk_ratio", "ratio"
 
 
-def upgrade(spec: Any) -> Any:
-    """``spec`` in today's shape (a copy); anything that is not an object is returned as it is."""
+def upgrade(spec: Any, *, strict: bool = False) -> Any:
+    """``spec`` in today's shape (a copy); anything that is not an object is returned as it is.
+
+    ``strict``: an old option key that the chosen component does not have raises
+    :class:`SpecError` naming the component's options, instead of being dropped.
+    """
     if not isinstance(spec, dict):
         return spec
     out = copy.deepcopy(spec)
     for section in OLD_OPTION_KEYS:
         if isinstance(out.get(section), dict):
-            out[section] = _upgrade_component(section, out[section])
+            out[section] = _upgrade_component(section, out[section], strict)
     if isinstance(out.get("communication"), dict):
         out["communication"] = _upgrade_communication(out["communication"])
     return out
@@ -65,18 +88,21 @@ def legacy_field(dotted: str) -> str | None:
     return f"{section}.options.{new}" if new else None
 
 
-def _upgrade_component(section: str, d: dict) -> dict:
+def _upgrade_component(section: str, d: dict, strict: bool) -> dict:
     if section == "data" and "dataset" in d:
         d["name"] = d.pop("dataset")
     old = {key: d.pop(key) for key in list(d) if key in OLD_OPTION_KEYS[section]}
     if not old:
         return d
-    known = _option_names(KIND_OF[section], d.get("name", _default_name(SECTIONS[section])))
+    name = d.get("name", _default_name(SECTIONS[section]))
+    known = _option_names(KIND_OF[section], name)
     options = d.get("options") if isinstance(d.get("options"), dict) else {}
     for key, value in old.items():
         new = OLD_OPTION_KEYS[section][key]
         if new in known:
             options[new] = value
+        elif strict and _registered(KIND_OF[section], name) and not _is_old_default(section, key, value):
+            raise SpecError(f"{section}.{key}", not_an_option(section, name, known))
     d["options"] = options
     return d
 
@@ -96,8 +122,24 @@ def _upgrade_communication(d: dict) -> dict:
     return d
 
 
+def not_an_option(section: str, name: str, known: set[str]) -> str:
+    """The end of the message for an old key that component ``name`` of ``section`` has no option for."""
+    listed = ", ".join(sorted(known)) if known else "none"
+    return f"is not an option of {KIND_OF[section]} {name[:40]!r}: its options are {listed} (in {section}.options)"
+
+
 def _default_name(section: type) -> str:
     return next(f.default for f in dataclasses.fields(section) if f.name == "name")
+
+
+def _is_old_default(section: str, key: str, value: Any) -> bool:
+    default = OLD_DEFAULTS[section][key]
+    return value is default if default is None or isinstance(value, bool) else value == default
+
+
+def _registered(kind: str, name: Any) -> bool:
+    # An unknown name is validation's to report (it lists the registered names).
+    return isinstance(name, str) and name in registry.names(kind)
 
 
 def _option_names(kind: str, name: Any) -> set[str]:

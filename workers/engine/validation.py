@@ -37,16 +37,14 @@ class SpecError(ValueError):
         self.message = message
 
 
-def build(cls: type, d: dict[str, Any], *, bounds: bool, prefix: str = "") -> Any:
+def build(cls: type, d: dict[str, Any], *, bounds: bool, prefix: str = "", component: str = "") -> Any:
     """Validate the JSON object ``d`` into an instance of dataclass ``cls``; missing fields take
-    their defaults. ``prefix`` is prepended to field names in errors (``"data."``).
+    their defaults. ``prefix`` is prepended to field names in errors (``"data."``); ``component``
+    (``"model 'mlp'"``) says whose options ``cls`` holds, for the message on an unknown key.
 
     ``bounds=False`` skips numeric ranges and lengths (types and choices still apply).
     """
-    known = {f.name for f in dataclasses.fields(cls)}
-    for key in d:
-        if key not in known:
-            raise SpecError(f"{prefix}{key}", "is not a known field")
+    _refuse_unknown_keys(cls, d, prefix, component)
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         section = section_of(f)
@@ -54,8 +52,11 @@ def build(cls: type, d: dict[str, Any], *, bounds: bool, prefix: str = "") -> An
             sub = d.get(f.name, {})
             if not isinstance(sub, dict):
                 raise SpecError(f"{prefix}{f.name}", "must be an object")
-            options = component_of(f.metadata["options_of"], kwargs.get("name", _default_name(cls))).options
-            kwargs[f.name] = build(options, sub, bounds=bounds, prefix=f"{prefix}{f.name}.")
+            kind, name = f.metadata["options_of"], kwargs.get("name", _default_name(cls))
+            options = component_of(kind, name).options
+            kwargs[f.name] = build(
+                options, sub, bounds=bounds, prefix=f"{prefix}{f.name}.", component=f"{kind} {name[:40]!r}"
+            )
         elif section is not None:
             sub = d.get(f.name, {})
             if not isinstance(sub, dict):
@@ -64,6 +65,34 @@ def build(cls: type, d: dict[str, Any], *, bounds: bool, prefix: str = "") -> An
         elif f.name in d:
             kwargs[f.name] = coerce(f, d[f.name], f"{prefix}{f.name}", bounds)
     return cls(**kwargs)
+
+
+def _refuse_unknown_keys(cls: type, d: dict[str, Any], prefix: str, component: str) -> None:
+    # Every message lists what the object does accept: a key that is silently ignored would give
+    # a run other than the one asked for, so the writer must learn the real names.
+    known = [f.name for f in dataclasses.fields(cls)]
+    for key in d:
+        if key in known:
+            continue
+        if component:
+            raise SpecError(f"{prefix}{key}", f"is not a known field: {component} has the options {_listed(known)}")
+        options_field = next((f for f in dataclasses.fields(cls) if f.metadata.get("options_of")), None)
+        if options_field is not None:  # a component section: the key may be an option of its component
+            kind = options_field.metadata["options_of"]
+            name = d.get("name", _default_name(cls))
+            if isinstance(name, str) and name in component_names(kind):
+                own = [f.name for f in dataclasses.fields(component_of(kind, name).options)]
+                raise SpecError(
+                    f"{prefix}{key}",
+                    f"is not a known field; {kind} {name[:40]!r} has the options {_listed(own)} (in {prefix}options)",
+                )
+        raise SpecError(
+            f"{prefix}{key}", f"is not a known field: {prefix.rstrip('.') or 'a spec'} has {_listed(known)}"
+        )
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names) if names else "none"
 
 
 def component_of(kind: str, name: str):

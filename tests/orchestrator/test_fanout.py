@@ -1,0 +1,81 @@
+"""Live events reach many sockets of one experiment through one subscription per process
+(orchestrator.fanout, in-memory channel layer): rounds that come in a burst go out as one message,
+each socket sees each round once and in order, and the public link's redaction is done once per
+event, not once per socket."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import AnonymousUser
+from django.utils import timezone
+
+from orchestrator import events, fanout
+from orchestrator.consumers import ExperimentConsumer
+from orchestrator.models import Experiment, Worker
+from tests.conftest import TINY_SPEC
+from tests.factories import round_result
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def public_run(user):
+    experiment = Experiment.objects.create(owner=user, name="public", spec=TINY_SPEC, visibility="public")
+    Experiment.objects.filter(pk=experiment.pk).update(status="running", worker="gpu7@secret-box")
+    Worker.objects.create(hostname="gpu7@secret-box", queue="cpu")
+    experiment.refresh_from_db()
+    return experiment
+
+
+async def _viewer(experiment) -> WebsocketCommunicator:
+    ws = WebsocketCommunicator(
+        ExperimentConsumer.as_asgi(), f"/ws/experiments/{experiment.pk}/?token={experiment.share_token}"
+    )
+    ws.scope["user"] = AnonymousUser()
+    ws.scope["url_route"] = {"kwargs": {"experiment_id": experiment.pk}}
+    assert (await ws.connect())[0]
+    assert (await ws.receive_json_from(timeout=2))["type"] == "status"  # no rounds yet: the status
+    return ws
+
+
+async def _messages(ws) -> list[dict]:
+    out = []
+    while not await ws.receive_nothing(timeout=fanout.COALESCE_SECONDS * 3):
+        out.append(await ws.receive_json_from())
+    return out
+
+
+def test_a_burst_of_rounds_reaches_every_socket_once_as_one_message(public_run):
+    async def scenario():
+        viewers = [await _viewer(public_run) for _ in range(3)]
+        layer, group = events.get_channel_layer(), events.group_name(public_run.pk)
+        for r in (1, 2, 3):
+            await layer.group_send(group, events.round_event(public_run.pk, round_result(r), published_at=1.0))
+        await layer.group_send(group, events.round_event(public_run.pk, round_result(2)))  # a late duplicate
+        for ws in viewers:
+            messages = await _messages(ws)
+            assert [m["type"] for m in messages] == ["rounds"]
+            assert [r["round"] for r in messages[0]["rounds"]] == [1, 2, 3]
+            await ws.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_the_public_link_gets_log_lines_redacted_once_per_event_not_per_socket(public_run, monkeypatch):
+    reads: list[int] = []
+    real = fanout.host_names
+    monkeypatch.setattr(fanout, "host_names", lambda e: reads.append(e.pk) or real(e))
+
+    async def scenario():
+        viewers = [await _viewer(public_run) for _ in range(4)]
+        entry = type("Entry", (), {"experiment_id": public_run.pk, "time": timezone.now(), "level": "info"})()
+        entry.message = "round 3 ran on gpu7@secret-box"
+        await events.get_channel_layer().group_send(events.group_name(public_run.pk), events.log_event(entry))
+        for ws in viewers:
+            assert [m["message"] for m in await _messages(ws)] == ["round 3 ran on a worker"]
+            await ws.disconnect()
+
+    async_to_sync(scenario)()
+    assert reads == [public_run.pk]  # one database read for four sockets
