@@ -1,5 +1,5 @@
 """Engine handling inside a worker process: a bounded simulation cache, rebuilding from
-checkpoints, checkpoint files, and the out-of-memory retry.
+checkpoints, and checkpoint files; the out-of-memory retry is workers.oom's.
 
 Any worker can continue any experiment: the cache is only a shortcut. Without a cached
 simulation at the right round, one is rebuilt from the latest checkpoint and the rounds after it
@@ -21,6 +21,7 @@ from orchestrator.models import Checkpoint, Experiment, checkpoint_folder
 from workers.engine.checkpoint import read_checkpoint
 from workers.engine.result import RoundResult
 from workers.engine.runner import Simulation
+from workers.oom import RoundFailed, with_retry  # noqa: F401  (tasks catch runtime.RoundFailed)
 from workers.progress import LogLine
 
 # Two entries: the experiment running now and the one it interleaves with on this worker. More
@@ -37,34 +38,22 @@ class _Entry:
 _cache: OrderedDict[int, _Entry] = OrderedDict()
 
 
-class RoundFailed(Exception):
-    """A round that cannot be run; the message is shown to the user as is."""
-
-
 def train_round(experiment: Experiment, round_number: int, log_line: LogLine) -> tuple[RoundResult, Simulation]:
     """Train ``round_number`` of ``experiment`` on this worker; on CUDA out-of-memory retry it with
-    half the client group size. Returns the round's result and the simulation (for a checkpoint)."""
-    entry = _simulation_for(experiment, round_number, log_line)
-    while True:
-        try:
-            return entry.sim.next_round(), entry.sim
-        except torch.OutOfMemoryError:
-            forget(experiment.pk)  # its state is unknown after a failed round: rebuild
-            if entry.group_size <= 1:
-                raise RoundFailed(f"Out of GPU memory in round {round_number}, even with client group size 1") from None
-            group_size = max(1, entry.group_size // 2)
-            # Stored, so a rebuild on any worker (after a crash, from a checkpoint) keeps it.
-            Experiment.objects.filter(pk=experiment.pk).update(client_group_size=group_size)
-            experiment.client_group_size = group_size
-            log_line(
-                "warning", f"Out of GPU memory in round {round_number}; retrying with client group size {group_size}"
-            )
-            entry = _simulation_for(experiment, round_number, log_line, group_size=group_size)
+    half the client group size (workers.oom). Returns the round's result and the simulation."""
+
+    def run(group_size: int | None) -> tuple[RoundResult, Simulation]:
+        sim = _simulation_for(experiment, round_number, log_line, group_size=group_size).sim
+        return sim.next_round(), sim
+
+    return with_retry(experiment, round_number, log_line, run, forget)
 
 
-def simulation_at(experiment: Experiment, round_number: int, log_line: LogLine) -> Simulation:
+def simulation_at(
+    experiment: Experiment, round_number: int, log_line: LogLine, group_size: int | None = None
+) -> Simulation:
     """A simulation that has completed exactly ``round_number - 1`` rounds (for a sharded round)."""
-    return _simulation_for(experiment, round_number, log_line).sim
+    return _simulation_for(experiment, round_number, log_line, group_size=group_size).sim
 
 
 def _simulation_for(
@@ -90,16 +79,15 @@ def _simulation_for(
 
 def _rebuild(experiment: Experiment, want: int, log_line: LogLine, group_size: int | None) -> _Entry:
     checkpoint = experiment.latest_checkpoint(at_most=want)
+    # Built at the group size it will run with: never at the full size first (after an OOM).
     if checkpoint is not None and Path(checkpoint.path).exists():
-        sim = Simulation.from_checkpoint(checkpoint.path, data_root=datasets_root())
+        sim = Simulation.from_checkpoint(checkpoint.path, data_root=datasets_root(), client_group_size=group_size)
         origin = f"the checkpoint of round {checkpoint.round}"
     else:
-        sim = Simulation(experiment.parsed_spec(), data_root=datasets_root())
+        sim = Simulation(experiment.parsed_spec(), data_root=datasets_root(), client_group_size=group_size)
         origin = "the start"
     for note in sim.notes:  # e.g. a plugin model that trains sequentially, and why
         log_line("warning", note)
-    if group_size is not None and group_size != sim.spec.compute.client_group_size:
-        sim.set_client_group_size(group_size)
     group_size = sim.spec.compute.client_group_size
     if sim.round < want:
         log_line("info", f"Rebuilt from {origin}; replaying rounds {sim.round + 1}..{want}")
