@@ -346,8 +346,8 @@ def can_vectorise(model: nn.Module) -> bool:
 
 
 def vectorises_well_on_cpu(model: nn.Module) -> bool:
-    """Dense feed-forward models: on a CPU, vmap makes convolutions grouped (slow in oneDNN), and a
-    language model's step is dominated by its large vocabulary matmuls, which gain nothing from
-    batching clients on a CPU; so those train one by one there (on a GPU they are vectorised)."""
+    """Dense feed-forward models: on a CPU, vmap makes convolutions grouped (slow in oneDNN); a
+    language model vectorises (its attention is written out) but has not been measured faster
+    vectorised on a CPU; so both train one by one there (on a GPU they are vectorised)."""
     has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
     return not has_conv and not getattr(model, "takes_tokens", False)

@@ -70,8 +70,8 @@ def choose_vectorised(
     it pays for dense models, where per-client Python overhead dominates, but not for
     convolutions: vmap turns them into grouped convolutions, which oneDNN runs about half as
     fast per sample as one client's batch (measured on quickstart: 0.44x vs 1.0x of a
-    plain loop); language models gain nothing from it on a CPU either, so ``auto`` trains CNNs
-    and language models on a CPU one client at a time.
+    plain loop); language models have not been measured faster vectorised on a CPU, so
+    ``auto`` trains CNNs and language models on a CPU one client at a time.
 
     A model that does not declare ``vmappable`` (a plugin's) is probed with ``sample`` (a few
     training rows) when vectorising would be chosen; under ``auto`` a failed probe falls back to
