@@ -7,6 +7,7 @@ processes). Every NVML failure is swallowed: a CPU-only host simply reports None
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ import psutil
 import torch
 
 _MB = 1024 * 1024
-_process = psutil.Process()
+_processes: dict[int, psutil.Process] = {}  # by pid: a forked child must not read its parent
 _nvml: Any = None  # the pynvml module once initialised, False when unavailable, None before trying
 
 
@@ -22,8 +23,8 @@ def probe(device: torch.device | str) -> dict[str, float | int | None]:
     """Process RSS and threads, plus allocator and NVML memory of ``device`` (None on CPU)."""
     device = torch.device(device)
     out: dict[str, float | int | None] = {
-        "rss_mb": _process.memory_info().rss / _MB,
-        "threads": _process.num_threads(),
+        "rss_mb": _this_process().memory_info().rss / _MB,
+        "threads": _this_process().num_threads(),
         "vram_allocated_mb": None,
         "vram_reserved_mb": None,
         "vram_peak_mb": None,
@@ -73,6 +74,16 @@ def cuda_peak_mb(devices: Sequence[torch.device]) -> float | None:
     if not cuda or not torch.cuda.is_available():
         return None
     return sum(torch.cuda.max_memory_reserved(_cuda_index(d)) for d in cuda) / _MB
+
+
+def _this_process() -> psutil.Process:
+    # Not one Process made at import: this module is imported in the Celery parent (the heartbeat
+    # reads NVML through it), and a pool child forked from it would report the parent's memory.
+    pid = os.getpid()
+    if pid not in _processes:
+        _processes.clear()
+        _processes[pid] = psutil.Process(pid)
+    return _processes[pid]
 
 
 def reset_peak(device: torch.device | str) -> None:
