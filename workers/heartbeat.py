@@ -5,8 +5,8 @@ the leases of the rounds its processes are running, and re-sends rounds that wer
 ``WORKER_LOST_AFTER`` seconds on any live worker.
 
 Runs as a daemon thread in the worker's main process, started by Celery's ``worker_ready``
-signal. GPUs are read through NVML, never ``torch.cuda``: initialising CUDA in the parent would
-break the forked pool process that runs the rounds.
+signal. GPUs are read through NVML (workers.gpus), never ``torch.cuda``: initialising CUDA in the
+parent would break the forked pool process that runs the rounds.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import threading
 import time
 
 from celery.signals import worker_ready, worker_shutdown
+
+from workers.gpus import gpu_devices
 
 log = logging.getLogger(__name__)
 _stop = threading.Event()
@@ -104,46 +106,6 @@ def _live_pids() -> list[int]:
 
     me = psutil.Process()
     return [me.pid, *(child.pid for child in me.children(recursive=True))]
-
-
-def gpu_devices() -> list[dict]:
-    """The GPUs this process may use (honouring CUDA_VISIBLE_DEVICES), or [] without NVML."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:
-        return []
-    try:
-        indices = _visible_indices(pynvml.nvmlDeviceGetCount())
-        devices = []
-        for i in indices:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(handle)
-            mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            devices.append(
-                {
-                    "index": i,
-                    "name": name.decode() if isinstance(name, bytes) else name,
-                    "total_mb": round(mem.total / 2**20),
-                    "used_mb": round(mem.used / 2**20),
-                }
-            )
-        return devices
-    except Exception:
-        log.warning("could not read GPUs through NVML", exc_info=True)
-        return []
-    finally:
-        pynvml.nvmlShutdown()
-
-
-def _visible_indices(count: int) -> list[int]:
-    import os
-
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        return list(range(count))
-    return [int(v) for v in visible.split(",") if v.strip().isdigit() and int(v) < count]
 
 
 # The broker's message counts (one connection to the broker) are read at most this often; the

@@ -1,5 +1,5 @@
 """Engine handling inside a worker process: a bounded simulation cache, switching between
-experiments by loading their round state, checkpoint files, and the out-of-memory retry.
+experiments by loading their round state, and checkpoint files; the out-of-memory retry is workers.oom's.
 
 Any worker can continue any experiment: the cache is only a shortcut. Without a cached
 simulation at the right round, the worker loads the state the previous round published
@@ -26,6 +26,7 @@ from workers.engine.data import cache as data_cache
 from workers.engine.result import RoundResult
 from workers.engine.runner import Simulation
 from workers.engine.spec import Spec
+from workers.oom import RoundFailed, with_retry  # noqa: F401  (tasks catch runtime.RoundFailed)
 from workers.progress import LogLine
 
 # Two entries: the experiment running now and the one it interleaves with on this worker. More
@@ -42,34 +43,22 @@ class _Entry:
 _cache: OrderedDict[int, _Entry] = OrderedDict()
 
 
-class RoundFailed(Exception):
-    """A round that cannot be run; the message is shown to the user as is."""
-
-
 def train_round(experiment: Experiment, round_number: int, log_line: LogLine) -> tuple[RoundResult, Simulation]:
     """Train ``round_number`` of ``experiment`` on this worker; on CUDA out-of-memory retry it with
-    half the client group size. Returns the round's result and the simulation (for a checkpoint)."""
-    entry = _simulation_for(experiment, round_number, log_line)
-    while True:
-        try:
-            return entry.sim.next_round(), entry.sim
-        except torch.OutOfMemoryError:
-            forget(experiment.pk)  # its state is unknown after a failed round: rebuild
-            if entry.group_size <= 1:
-                raise RoundFailed(f"Out of GPU memory in round {round_number}, even with client group size 1") from None
-            group_size = max(1, entry.group_size // 2)
-            # Stored, so a rebuild on any worker (after a crash, from a checkpoint) keeps it.
-            Experiment.objects.filter(pk=experiment.pk).update(client_group_size=group_size)
-            experiment.client_group_size = group_size
-            log_line(
-                "warning", f"Out of GPU memory in round {round_number}; retrying with client group size {group_size}"
-            )
-            entry = _simulation_for(experiment, round_number, log_line, group_size=group_size)
+    half the client group size (workers.oom). Returns the round's result and the simulation."""
+
+    def run(group_size: int | None) -> tuple[RoundResult, Simulation]:
+        sim = _simulation_for(experiment, round_number, log_line, group_size=group_size).sim
+        return sim.next_round(), sim
+
+    return with_retry(experiment, round_number, log_line, run, forget)
 
 
-def simulation_at(experiment: Experiment, round_number: int, log_line: LogLine) -> Simulation:
+def simulation_at(
+    experiment: Experiment, round_number: int, log_line: LogLine, group_size: int | None = None
+) -> Simulation:
     """A simulation that has completed exactly ``round_number - 1`` rounds (for a sharded round)."""
-    return _simulation_for(experiment, round_number, log_line).sim
+    return _simulation_for(experiment, round_number, log_line, group_size=group_size).sim
 
 
 def _simulation_for(
@@ -119,11 +108,10 @@ def _switch(
 
 def _build(spec: Spec, log_line: LogLine, group_size: int | None) -> _Entry:
     data_cache.shared.resize(settings.FEDWEB_DATA_CACHE_BYTES)  # the operator's bound (the CLI keeps the default)
-    sim = Simulation(spec, data_root=datasets_root())
+    # Built at the group size it will run with: never at the full size first (after an OOM).
+    sim = Simulation(spec, data_root=datasets_root(), client_group_size=group_size)
     for note in sim.notes:  # e.g. a plugin model that trains sequentially, and why
         log_line("warning", note)
-    if group_size is not None and group_size != sim.spec.compute.client_group_size:
-        sim.set_client_group_size(group_size)
     return _Entry(sim, sim.spec.compute.client_group_size)
 
 

@@ -41,17 +41,23 @@ def execute_shard(experiment_id: int, round_number: int, index: int, *, worker: 
 def _run(experiment, row, worker: str):
     from orchestrator import sharding
     from orchestrator.models import RoundMetric, Worker
-    from workers import progress, runtime
+    from workers import oom, progress, runtime
     from workers.engine import shards
     from workers.tasks import finish_round
 
     log_line = progress.to_experiment_log(experiment)
     Worker.objects.filter(hostname=worker).update(current_experiment=experiment)
-    try:
-        sim = runtime.simulation_at(experiment, row.round, log_line)
+
+    def plan_and_train(group_size: int | None):
+        # Replanning at a smaller group size draws the very same batches (plan.draw_batches depends
+        # on the clients' order only), so a retried shard trains what the other shards expect.
+        sim = runtime.simulation_at(experiment, row.round, log_line, group_size=group_size)
         planned = shards.plan_round(sim, row.of)
-        if not row.done:
-            partial = shards.train_shard(sim, planned, row.index)
+        return sim, planned, None if row.done else shards.train_shard(sim, planned, row.index)
+
+    try:
+        sim, planned, partial = oom.with_retry(experiment, row.round, log_line, plan_and_train, runtime.forget)
+        if partial is not None:
             shards.write_partial(sharding.partial_path(experiment.pk, row.round, row.index), partial)
             if not sharding.mark_done(row):
                 return None  # another shard is still training: the last one to finish concludes

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import psutil
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 from tests.live import wait_for
-from workers.engine import isolation
+from workers.engine import isolation, isolation_child
 from workers.engine.plugins import PluginError, load_plugins
 from workers.engine.runner import Simulation
 from workers.engine.spec import Spec
@@ -169,3 +170,45 @@ def test_it_stops_the_engine_command_line_on_a_plugin_that_fails_to_import():
 
     assert out.returncode == 2
     assert "module 'no_such_fedweb_plugin' failed to import" in out.stderr
+
+
+def _shm_entries() -> set[str]:
+    return set(os.listdir(isolation.SHM_DIR)) if os.path.isdir(isolation.SHM_DIR) else set()
+
+
+def test_a_child_that_raises_leaves_no_shared_storage_behind(faulty):
+    faulty("oom")
+    sim = Simulation(Spec.from_dict(ISOLATED))
+    before = _shm_entries()
+
+    for _ in range(2):
+        with pytest.raises(torch.OutOfMemoryError):
+            sim.next_round()
+
+    assert _shm_entries() == before  # nothing named in /dev/shm, before or after an error
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_child_releases_its_job_on_both_paths_before_it_answers(monkeypatch, fails):
+    # What the child received: with CUDA these are IPC handles the parent waits on until released.
+    seen = []
+
+    def read_job():
+        received = torch.zeros(1 << 16)
+        seen.append(weakref.ref(received))
+        return {"tensor": received}
+
+    def train(job):
+        held = job["tensor"]  # noqa: F841  (in the frame a raised exception keeps alive)
+        if fails:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return {"loss": 0.0}
+
+    monkeypatch.setattr(isolation_child, "_train", train)
+    monkeypatch.setattr(isolation_child, "_exit_at_end_of_stdin", lambda: None)
+    monkeypatch.setattr(isolation_child, "load_plugins", lambda: [])
+
+    outcome = isolation_child.answer(read_job)
+
+    assert ("error" in outcome) == fails and outcome.get("out_of_memory", False) == fails
+    assert len(seen) == 1 and seen[0]() is None

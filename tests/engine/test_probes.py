@@ -1,8 +1,10 @@
 """Probes: on a CPU host the fields exist with the right types and the device fields are None."""
 
+import os
 import sys
 import types
 
+import psutil
 import torch
 
 from workers.engine import probes
@@ -42,3 +44,19 @@ def test_it_tries_nvml_once_and_swallows_its_failure(monkeypatch):
     # Assert
     assert first == second == (None, None)
     assert calls == [1]
+
+
+def test_a_forked_child_reports_its_own_memory_not_its_parents():
+    # The Celery parent imports this module (the heartbeat reads NVML through it) before forking.
+    probes.probe("cpu")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: grow by 64 MB, then report what the probe and psutil see
+        kept = bytearray(os.urandom(64 * 2**20))
+        own = psutil.Process(os.getpid()).memory_info().rss / 2**20
+        os.write(write, f"{probes.probe('cpu')['rss_mb']} {own} {len(kept)}".encode())
+        os._exit(0)
+    os.close(write)
+    seen, own, _ = (float(v) for v in os.read(read, 128).split())
+    os.waitpid(pid, 0)
+    assert abs(seen - own) < 8, f"the probe saw {seen:.0f} MB, the child has {own:.0f} MB"

@@ -72,10 +72,13 @@ def test_it_spreads_groups_over_devices_with_the_same_result():
     one = Simulation(small(rounds=2))
     two = Simulation(small(rounds=2), devices=[torch.device("cpu"), torch.device("cpu")])
 
-    one.run(), two.run()
+    a, b = one.run(), two.run()
 
     assert len(two.replicas) == 2
-    assert torch.equal(one.global_flat, two.global_flat)
+    # Each device keeps its own partial sum, reduced once per round (no per-group cross-device
+    # copies), so the sum's order differs from one device's: equal up to float rounding.
+    assert (one.global_flat - two.global_flat).abs().max().item() <= 1e-6
+    assert [r.train_loss for r in a] == pytest.approx([r.train_loss for r in b], abs=1e-6)
 
 
 def test_it_counts_dropouts_and_stragglers():

@@ -1,7 +1,7 @@
 import pytest
 
 from orchestrator.models import Worker
-from workers import heartbeat
+from workers import gpus, heartbeat
 
 pytestmark = pytest.mark.django_db
 
@@ -36,10 +36,9 @@ def test_it_reports_no_gpus_on_a_cpu_host():
 
 
 def test_it_honours_cuda_visible_devices(monkeypatch):
+    # CUDA_VISIBLE_DEVICES and NVML are covered in tests/workers/test_gpus.py.
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,3")
-    assert heartbeat._visible_indices(4) == [1, 3]
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    assert heartbeat._visible_indices(2) == [0, 1]
+    assert gpus.parse_visible("1,3") == [1, 3] and heartbeat.gpu_devices is gpus.gpu_devices
 
 
 def test_one_worker_publishes_the_queue_table_for_the_fleet_and_another_takes_over_when_it_stops(monkeypatch, settings):

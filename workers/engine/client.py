@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from workers.engine.data.base import FederatedData, as_input
+from workers.engine.data.base import FederatedData, as_input, gather
 from workers.engine.plan import GroupPlan, bucket
 
 
@@ -109,27 +109,47 @@ def _autocast(device: torch.device, precision: str):
 
 
 class LossScaler:
-    """Dynamic loss scaling for fp16: halve on overflow, double after 200 clean steps."""
+    """Dynamic loss scaling for fp16: halve on overflow, double after 200 clean steps.
 
-    def __init__(self, enabled: bool, scale: float = 2.0**12):
+    The scale and the clean-step count are device tensors updated with ``torch.where`` (as
+    ``torch.amp.GradScaler`` does), so a step never waits for the device to say whether it
+    overflowed: with ``cuda:all`` a host sync per step would serialise the GPUs.
+    """
+
+    GROWTH_INTERVAL = 200
+
+    def __init__(self, enabled: bool, device: torch.device | str = "cpu", scale: float = 2.0**12):
         self.enabled = enabled
-        self.scale = scale if enabled else 1.0
-        self.clean = 0
+        self._scale = torch.tensor(scale if enabled else 1.0, device=device)
+        self._clean = torch.zeros((), dtype=torch.int64, device=device)
+
+    @property
+    def scale(self) -> float:
+        """The current scale as a number (one host sync: read per checkpoint, not per step)."""
+        return float(self._scale)
+
+    @scale.setter
+    def scale(self, value: float) -> None:
+        self._scale.fill_(value)
+
+    @property
+    def factor(self) -> torch.Tensor | float:
+        """What the loss is multiplied by: the device scale in fp16, a plain 1.0 otherwise."""
+        return self._scale if self.enabled else 1.0
 
     def unscale_and_check(self, g: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
         """Divide ``g`` [G, P] by the scale; return ``active`` with overflowing clients' step skipped."""
         if not self.enabled:
             return active
-        g.div_(self.scale)
+        g.div_(self._scale)
         finite = torch.isfinite(g).all(dim=1)
         g.nan_to_num_(0.0, 0.0, 0.0)
-        # One host sync per step, and only in fp16 mode, to steer the scale.
-        if bool(finite.all()):
-            self.clean += 1
-            if self.clean >= 200:
-                self.scale, self.clean = self.scale * 2, 0
-        else:
-            self.scale, self.clean = self.scale / 2, 0
+        clean = finite.all()
+        count = torch.where(clean, self._clean + 1, 0)
+        grow = count >= self.GROWTH_INTERVAL
+        factor = torch.where(clean, torch.where(grow, 2.0, 1.0), 0.5)
+        self._scale.mul_(factor)
+        self._clean.copy_(torch.where(grow, 0, count))
         return active * finite
 
 
@@ -144,7 +164,7 @@ class VectorTrainer:
         P = sum(self.sizes)
         self.W = torch.empty(group_size, P, device=device)
         self.buf = torch.zeros(group_size, P, device=device) if cfg.momentum else None
-        self.scaler = LossScaler(cfg.precision == "fp16")
+        self.scaler = LossScaler(cfg.precision == "fp16", device)
         self._steps: dict[int, object] = {}  # window size -> compiled step (powers of two: bounded)
         self.compile = False
 
@@ -181,7 +201,7 @@ class VectorTrainer:
                     out = functional_call(model, unflatten(w), (x,))
                 per_sample = task_loss(out, y)
                 value = (per_sample * m).sum() / m.sum().clamp(min=1.0)
-                return value * scale.scale, value.detach()
+                return value * scale.factor, value.detach()
 
             fn = vmap(grad(loss, has_aux=True))
             if self.compile:
@@ -203,7 +223,9 @@ class VectorTrainer:
         if self.buf is not None:
             buf = self.buf[:slots]
             buf.zero_()
-        idx = plan.idx.to(self.device, non_blocking=True)
+        # Indices go where the data is (the GPU, or the host when the data stays pinned there);
+        # the masks go where the arithmetic is.
+        idx = plan.idx.to(data.device, non_blocking=True)
         mask = plan.mask.to(self.device, non_blocking=True)
         active = plan.active.to(self.device, non_blocking=True)
         loss_sum = torch.zeros(slots, device=self.device)
@@ -211,8 +233,8 @@ class VectorTrainer:
             # Only the window of slots that still have steps is computed (clients are sorted by
             # step count, so it shrinks as short clients finish); its size is a power of two.
             rows = idx[lo:hi, t]
-            x = as_input(data.x_train[rows])
-            y = data.y_train[rows]
+            x = as_input(gather(data.x_train, rows, self.device))
+            y = gather(data.y_train, rows, self.device)
             g, loss = self._step_fn(hi - lo)(W[lo:hi], x, y, mask[lo:hi, t])
             a = self.scaler.unscale_and_check(g, active[lo:hi, t])
             anchor = start if start.dim() == 1 else start[lo:hi]
@@ -249,7 +271,7 @@ class SequentialTrainer:
             offset += p.numel()
         self.buf = torch.zeros(1, P, device=device) if cfg.momentum else None
         self.out = torch.empty(group_size, P, device=device)
-        self.scaler = LossScaler(cfg.precision == "fp16")
+        self.scaler = LossScaler(cfg.precision == "fp16", device)
 
     @property
     def group_size(self) -> int:
@@ -261,7 +283,13 @@ class SequentialTrainer:
     def train(self, start: torch.Tensor, plan: GroupPlan, data: FederatedData) -> GroupOutput:
         slots = plan.idx.shape[0]
         loss_sum = torch.zeros(slots, device=self.device)
-        steps = plan.active.sum(dim=1).to(self.device)
+        # Step counts and batch sizes are read on the host, once per group, from the plan's host
+        # tensors; the indices move once per group to where the data is. A step then starts no
+        # transfer and waits for nothing. A batch's real rows are a prefix of its row (see
+        # plan.assemble_group), so a slice by a host count selects them.
+        steps_host = plan.active.sum(dim=1).to(torch.int64).tolist()
+        counts = plan.mask.sum(dim=2).to(torch.int64).tolist()
+        idx = plan.idx.to(data.device, non_blocking=True)
         w = self.w.unsqueeze(0)
         one = torch.ones(1, device=self.device)
         for i in range(plan.real):
@@ -269,13 +297,13 @@ class SequentialTrainer:
             self.w.copy_(anchor)
             if self.buf is not None:
                 self.buf.zero_()
-            for t in range(int(steps[i])):
-                rows = plan.idx[i, t][plan.mask[i, t] > 0].to(self.device)
+            for t in range(steps_host[i]):
+                rows = idx[i, t, : counts[i][t]]
                 with _autocast(self.device, self.cfg.precision):
-                    out = self.model(as_input(data.x_train[rows]))
-                loss = task_loss(out, data.y_train[rows]).mean()
+                    out = self.model(as_input(gather(data.x_train, rows, self.device)))
+                loss = task_loss(out, gather(data.y_train, rows, self.device)).mean()
                 self.g.zero_()
-                (loss * self.scaler.scale).backward()
+                (loss * self.scaler.factor).backward()
                 with torch.no_grad():
                     a = self.scaler.unscale_and_check(self.g, one)
                     sgd_update_(w, self.g, anchor, self.buf, a, self.cfg)
@@ -283,9 +311,9 @@ class SequentialTrainer:
             with torch.no_grad():
                 torch.sub(self.w, anchor, out=self.out[i])
         self.out[plan.real : slots].zero_()  # padding slots carry weight 0; keep them finite
-        return GroupOutput(
-            delta=self.out[:slots], loss_sum=loss_sum, steps=steps, samples=plan.mask.sum().to(self.device)
-        )
+        steps = plan.active.sum(dim=1).to(self.device, non_blocking=True)
+        samples = plan.mask.sum().to(self.device, non_blocking=True)
+        return GroupOutput(delta=self.out[:slots], loss_sum=loss_sum, steps=steps, samples=samples)
 
 
 def active_windows(active: torch.Tensor) -> list[tuple[int, int]]:
@@ -318,7 +346,8 @@ def can_vectorise(model: nn.Module) -> bool:
 
 
 def vectorises_well_on_cpu(model: nn.Module) -> bool:
-    """Dense feed-forward models: on a CPU, vmap makes convolutions grouped (slow in oneDNN) and
-    has no batching rule for attention (it loops per client), so those train faster one by one."""
+    """Dense feed-forward models: on a CPU, vmap makes convolutions grouped (slow in oneDNN); a
+    language model vectorises (its attention is written out) but has not been measured faster
+    vectorised on a CPU; so both train one by one there (on a GPU they are vectorised)."""
     has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
     return not has_conv and not getattr(model, "takes_tokens", False)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Sequence
+
 import torch
 
 from workers.engine.spec import SpecError
@@ -44,3 +47,41 @@ def fits_on(device: torch.device, nbytes: int, share: float = 0.5) -> bool:
         return True
     free, _total = torch.cuda.mem_get_info(device)
     return nbytes <= share * free
+
+
+def prepare(devices: list[torch.device], precision: str, capability=None) -> None:
+    """Set a process up for training on ``devices`` in ``precision``: the one place for it.
+
+    On CUDA, fp32 matmuls may use TF32 tensor cores (``set_float32_matmul_precision("high")``:
+    about 10 bits of mantissa in the products, fp32 accumulation), which is what makes fp32
+    training on an Ampere-or-later GPU fast; CPUs are left alone. bf16 needs compute capability
+    8.0 (Ampere) or newer: older GPUs would emulate it slowly or fail inside a kernel, so it is
+    refused here with the field's name. ``capability`` (device -> (major, minor)) is for tests.
+    """
+    cuda = [d for d in devices if d.type == "cuda"]
+    if not cuda:
+        return
+    torch.set_float32_matmul_precision("high")
+    if precision == "bf16":
+        read = capability or torch.cuda.get_device_capability
+        for d in cuda:
+            major, minor = read(d)
+            if major < 8:
+                raise SpecError(
+                    "compute.precision",
+                    f"is 'bf16' but {d} has compute capability {major}.{minor} (bf16 needs 8.0 or newer): use fp16 or fp32",
+                )
+
+
+def synchronize(devices: Sequence[torch.device]) -> None:
+    """Wait for queued GPU work so per-round timings are not shifted into the next round."""
+    for d in devices:
+        if d.type == "cuda":
+            torch.cuda.synchronize(d)
+
+
+def free_memory(devices: Sequence[torch.device]) -> None:
+    """Return what was just dropped: cycles first (modules hold some), then the allocator's cache."""
+    gc.collect()
+    if any(d.type == "cuda" for d in devices):
+        torch.cuda.empty_cache()

@@ -67,11 +67,11 @@ def train_in_child(
     vectorised: bool,
     clip_norm: float | None = None,
     collect: Collected | None = None,
-) -> tuple[dict[str, torch.Tensor], float | None]:
+) -> tuple[dict[str, torch.Tensor], float | None, float | None]:
     """:func:`~workers.engine.training.train_plans` in a fresh process, writing into the same tensors.
 
-    Returns the loss, weight and sample sums (as in-process) and the child's peak resident memory
-    in MB. The replicas' loss scales come back updated.
+    Returns the loss, weight and sample sums (as in-process), the child's peak resident memory and
+    its peak VRAM reserve (None without a GPU) in MB. The replicas' loss scales come back updated.
     """
     job = {
         "spec": spec.to_dict(),
@@ -98,7 +98,7 @@ def train_in_child(
         replica.trainer.scaler.scale = scale
     keys = ("loss", "weight", "samples", "unclipped", "client_losses", *(("rows",) if collect else ()))
     stats = {k: torch.tensor(outcome[k], device=update_sum.device) for k in keys}
-    return stats, outcome.get("peak_rss_mb")
+    return stats, outcome.get("peak_rss_mb"), outcome.get("peak_vram_mb")
 
 
 def run_child(payload: bytes, fds: set[int]) -> dict:

@@ -15,14 +15,17 @@ import signal
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from workers.engine.codecs import make_codec
+from workers.engine.devices import prepare
 from workers.engine.isolation import load_shared
 from workers.engine.models import build_model
 from workers.engine.plugins import load_plugins
+from workers.engine.probes import cuda_peak_mb
 from workers.engine.spec import Spec
 from workers.engine.training import make_replica, train_plans
 
@@ -34,21 +37,38 @@ def main(argv: list[str]) -> None:
     answer_fd, parent_pid = int(argv[0]), int(argv[1])
     os.set_inheritable(answer_fd, False)  # processes user code starts must not hold our answer open
     _die_with_parent(parent_pid)
-    try:
-        load_plugins()  # user code runs here, so its plugins are loaded here too
-        job = load_shared(sys.stdin.buffer)
-        threading.Thread(target=_exit_at_end_of_stdin, daemon=True).start()
-        outcome = _train(job)
-        job = None  # close the parent's CUDA IPC handles: os._exit below would skip that
-        gc.collect()
-    except Exception as e:  # reported to the parent, which raises it there
-        traceback.print_exc()
-        outcome = {"error": f"{type(e).__name__}: {e}", "out_of_memory": isinstance(e, torch.OutOfMemoryError)}
+    outcome = answer(lambda: load_shared(sys.stdin.buffer))
     outcome["peak_rss_mb"] = _peak_rss_mb()
     _write_all(answer_fd, json.dumps(outcome).encode())
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # no teardown: the memory goes back to the system with the process
+
+
+def answer(read_job: Callable[[], dict]) -> dict:
+    """Train the job ``read_job`` returns; the answer for the parent, success or error.
+
+    On either path nothing of the job outlives this call: the job, and on error the exception
+    with its traceback (whose frames hold the job's tensors), are dropped and collected before
+    it returns. A CUDA tensor received from the parent is an IPC handle whose reference count
+    the parent waits on before it may reuse the memory; ``os._exit`` would skip releasing it.
+    """
+    outcome = _attempt(read_job)  # the exception and its frames die with this call's frame
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.ipc_collect()
+    return outcome
+
+
+def _attempt(read_job: Callable[[], dict]) -> dict:
+    try:
+        load_plugins()  # user code runs here, so its plugins are loaded here too
+        job = read_job()
+        threading.Thread(target=_exit_at_end_of_stdin, daemon=True).start()
+        return _train(job)
+    except Exception as e:  # reported to the parent, which raises it there
+        traceback.print_exc()
+        return {"error": f"{type(e).__name__}: {e}", "out_of_memory": isinstance(e, torch.OutOfMemoryError)}
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -89,6 +109,7 @@ def _write_all(fd: int, data: bytes) -> None:
 def _train(job: dict) -> dict:
     torch.set_num_threads(job["threads"])
     spec = Spec.from_dict(job["spec"])
+    prepare([torch.device(d) for d in job["devices"]], spec.compute.precision)
     first = job["data"][0]
     model = build_model(spec.model, first.input_shape, first.num_classes)
     replicas = [
@@ -113,6 +134,7 @@ def _train(job: dict) -> dict:
     for d in {r.device for r in replicas if r.device.type == "cuda"}:
         torch.cuda.synchronize(d)  # the parent reads update_sum and residuals as soon as we answer
     out["scales"] = [r.trainer.scaler.scale for r in replicas]
+    out["peak_vram_mb"] = cuda_peak_mb([r.device for r in replicas])  # the parent adds it to its own
     return out
 
 

@@ -23,8 +23,11 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from types import ModuleType
+
+import torch
 
 from workers.engine import registry
 
@@ -47,9 +50,19 @@ def entry_points() -> list[importlib.metadata.EntryPoint]:
     return sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
 
 
-def load_plugins(environ: Mapping[str, str] | None = None) -> list[ModuleType]:
+def load_plugins(environ: Mapping[str, str] | None = None, *, forbid_cuda: bool = False) -> list[ModuleType]:
     """Import the built-ins, every ``FEDWEB_PLUGINS`` module and every entry point; importing
-    twice is a no-op (Python caches modules). Raises :class:`PluginError` naming the plugin."""
+    twice is a no-op (Python caches modules). Raises :class:`PluginError` naming the plugin.
+
+    ``forbid_cuda`` is for a process that will fork workers (the Celery parent): a plugin that
+    initialises CUDA while it is imported there would make every forked pool child fail ("Cannot
+    re-initialize CUDA in forked subprocess"), so it is refused at start-up, by name, instead.
+    """
+    with _cuda_forbidden() if forbid_cuda else _nothing():
+        return _load(environ)
+
+
+def _load(environ: Mapping[str, str] | None) -> list[ModuleType]:
     registry.ensure_builtins()
     modules = []
     for name in plugin_names(environ):
@@ -74,3 +87,38 @@ def _import(name: str, where: str, source: str) -> ModuleType:
         raise PluginError(f"{where} failed to import: {type(e).__name__}: {e}") from e
     registry.note_plugin(module.__name__, source)
     return module
+
+
+class _CudaAtImport(RuntimeError):
+    pass
+
+
+@contextmanager
+def _cuda_forbidden() -> Iterator[None]:
+    """While imports run, CUDA initialisation (``torch.cuda._lazy_init``, which every CUDA call
+    and the first CUDA tensor go through) raises instead of initialising. ``is_available()``
+    still answers, through NVML (``PYTORCH_NVML_BASED_CUDA_CHECK``), without creating a context."""
+
+    def refuse() -> None:
+        raise _CudaAtImport(
+            "it initialises CUDA when imported, which breaks the forked worker processes; "
+            "move the CUDA work into the component's function (it runs in the worker process)"
+        )
+
+    saved_check = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+    original = torch.cuda._lazy_init
+    torch.cuda._lazy_init = refuse
+    try:
+        yield
+    finally:
+        torch.cuda._lazy_init = original
+        if saved_check is None:
+            os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
+        else:
+            os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = saved_check
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield

@@ -25,7 +25,7 @@ from workers.engine.client import bind_flat
 from workers.engine.codecs import make_codec
 from workers.engine.data import cache as data_cache
 from workers.engine.data.base import FederatedData
-from workers.engine.devices import describe, fits_on, resolve_devices
+from workers.engine.devices import describe, fits_on, free_memory, prepare, resolve_devices, synchronize
 from workers.engine.evaluation import client_evaluation, evaluate, evaluation_cohort
 from workers.engine.isolation import train_in_child
 from workers.engine.models import build_model
@@ -60,10 +60,14 @@ class Simulation:
         devices: Sequence[torch.device] | None = None,
         callbacks: Iterable[Callback] = (),
         data_root: str | Path | None = None,  # where data.path may lead (see data.paths.confine)
+        client_group_size: int | None = None,  # overrides the spec's (after an out-of-memory error)
     ):
+        if client_group_size is not None:  # before any buffer is sized: a rebuild starts small
+            spec = spec.replace(compute={"client_group_size": max(1, client_group_size)})
         self.spec = spec
         self.callbacks = list(callbacks)
         self.devices = list(devices) if devices else resolve_devices(device or spec.compute.device)
+        prepare(self.devices, spec.compute.precision)
         self.device = self.devices[0]
         self.device_name = describe(self.devices)
         self.round = 0
@@ -100,7 +104,8 @@ class Simulation:
         self.collected = (
             Collected.for_spec(spec, self.num_params, self.device) if needs_updates(spec.algorithm.name) else None
         )
-        self.child_peak_rss_mb: float | None = None  # after an isolated round: the child's peak
+        self.child_peak_rss_mb: float | None = None  # after an isolated round: the child's peaks
+        self.child_peak_vram_mb: float | None = None
         # Times each client was sampled: one counter per client, so memory does not grow with rounds.
         self.participation = torch.zeros(data.num_clients, dtype=torch.int64)
         self.eval_cohort = evaluation_cohort(spec, data.num_clients)
@@ -116,6 +121,18 @@ class Simulation:
     def _replica(self, device: torch.device, data: FederatedData) -> DeviceReplica:
         on_device = data.to(device) if fits_on(device, data.nbytes()) else data.to(device, pin=True)
         return make_replica(self.spec, self.model, device, on_device, self.vectorised)
+
+    def set_client_group_size(self, n: int) -> None:
+        """Rebuild the trainers with a smaller group. The old ones go first, so their buffers are
+        free before the new ones are allocated; the data stays where it was placed (placing it
+        again could try to pin data already on the GPU, with free memory at its lowest)."""
+        self.spec = self.spec.replace(compute={"client_group_size": max(1, n)})
+        placed, scales = [(r.device, r.data) for r in self.replicas], [r.trainer.scaler.scale for r in self.replicas]
+        self.replicas = []
+        free_memory(self.devices)
+        self.replicas = [make_replica(self.spec, self.model, d, data, self.vectorised) for d, data in placed]
+        for replica, scale in zip(self.replicas, scales, strict=True):
+            replica.trainer.scaler.scale = scale
 
     @property
     def _private(self) -> bool:
@@ -135,13 +152,6 @@ class Simulation:
     @property
     def done(self) -> bool:
         return self.round >= self.spec.rounds
-
-    def set_client_group_size(self, n: int) -> None:
-        """Rebuild the trainers with a smaller group (after a CUDA out-of-memory error)."""
-        self.spec = self.spec.replace(compute={"client_group_size": max(1, n)})
-        self.replicas = [self._replica(r.device, r.data) for r in self.replicas]
-        if self.device.type == "cuda":
-            torch.cuda.empty_cache()
 
     def next_round(self) -> RoundResult:
         """Sample, train, encode, aggregate, step the server, evaluate when due."""
@@ -181,9 +191,8 @@ class Simulation:
         t_train: float,
         clip_norm: float | None = None,
     ) -> RoundResult:
-        """Step the server with ``update_sum`` (Σ samples · update, or Σ clipped updates under DP), or
-        the ``collected`` rows for a strategy that needs every update, and ``stats``, evaluate when due, and return the round's result. Shared by whole rounds and
-        sharded ones (``shards.py``)."""
+        """Step the server with ``update_sum`` (Σ samples · update, or Σ clipped updates under DP) or
+        the ``collected`` rows, evaluate when due, return the round's result (also for shards.py)."""
         spec = self.spec
         r = self.round + 1
         self.participation[torch.from_numpy(np.asarray(cohort.clients, dtype=np.int64))] += 1
@@ -197,7 +206,7 @@ class Simulation:
             else:
                 avg = divide_by_total_(self.update_sum, stats["weight"])
             self.strategy.step(self.global_flat, avg)
-        _synchronize(self.devices)
+        synchronize(self.devices)
         train_seconds = time.perf_counter() - t_train
         test_loss = test_acc = None
         clients_eval: dict = {}
@@ -205,7 +214,7 @@ class Simulation:
             test_loss, test_acc = self.evaluate()
             clients_eval = client_evaluation(self.model, self.replicas[0].data, self._evaluated(cohort), self.spec)
         self.round = r
-        mem = probes.probe(self.device)
+        mem = probes.probe_devices(self.devices, self.child_peak_vram_mb)  # None unless isolated
         completed = len(cohort.trained)
         return RoundResult(
             round=r,
@@ -287,7 +296,7 @@ class Simulation:
             batch_size=spec.local.batch_size,
         )
         if spec.compute.isolation == "process":
-            stats, self.child_peak_rss_mb = train_in_child(
+            stats, self.child_peak_rss_mb, self.child_peak_vram_mb = train_in_child(
                 spec,
                 self.replicas,
                 plans,
@@ -387,10 +396,3 @@ class Simulation:
         sim = cls(Spec.from_stored(meta["spec"]), device=device, **kwargs)  # written before any newer bounds
         sim.load_state_dict(tensors, meta)
         return sim
-
-
-def _synchronize(devices: Sequence[torch.device]) -> None:
-    """Wait for queued GPU work so per-round timings are not shifted into the next round."""
-    for d in devices:
-        if d.type == "cuda":
-            torch.cuda.synchronize(d)

@@ -86,7 +86,7 @@ def train_shard(sim: Simulation, planned: PlannedRound, index: int) -> Partial:
     stats = train_plans(sim.replicas, planned.shards[index], planned.broadcast, sim.uplink, None, update_sum)
     # The round's scalar sums, one host sync per shard (per-client losses stay out: see runner).
     values = {k: float(v) for k, v in stats.items() if v.numel() == 1}
-    mem = probes.probe(sim.device)
+    mem = probes.probe_devices(sim.devices)
     return Partial(update_sum, values, time.perf_counter() - t0, mem["rss_mb"], mem["vram_peak_mb"])
 
 

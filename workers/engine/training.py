@@ -70,8 +70,8 @@ def choose_vectorised(
     it pays for dense models, where per-client Python overhead dominates, but not for
     convolutions: vmap turns them into grouped convolutions, which oneDNN runs about half as
     fast per sample as one client's batch (measured on quickstart: 0.44x vs 1.0x of a
-    plain loop), and attention has no vmap batching rule on CPU, so ``auto`` trains CNNs and
-    language models on a CPU one client at a time.
+    plain loop); language models have not been measured faster vectorised on a CPU, so
+    ``auto`` trains CNNs and language models on a CPU one client at a time.
 
     A model that does not declare ``vmappable`` (a plugin's) is probed with ``sample`` (a few
     training rows) when vectorising would be chosen; under ``auto`` a failed probe falls back to
@@ -154,35 +154,70 @@ def train_plans(
     """
     device = update_sum.device
     update_sum.zero_()
-    loss = torch.zeros((), device=device)
-    weight = torch.zeros((), device=device)
-    samples = torch.zeros((), device=device)
-    unclipped = torch.zeros((), device=device)
+    sums = [_DeviceSums.on(r.device, update_sum if i == 0 and r.device == device else None, update_sum)
+            for i, r in enumerate(replicas)]  # fmt: skip
+    # Each device's copy of what it needs for the whole round, made once, not per group: the model
+    # clients received and every group's weights (one host-to-device copy per device).
+    starts = [broadcast_weights.to(r.device, non_blocking=True) for r in replicas]
+    all_weights = torch.cat([p.weights for p in plans]) if plans else torch.zeros(0)
+    weights_on = [all_weights.to(r.device, non_blocking=True) for r in replicas]
     client_losses = []
     rows = 0
+    first = 0
     for k, plan in enumerate(plans):
-        replica = replicas[k % len(replicas)]
-        start = broadcast_weights.to(replica.device, non_blocking=True)
-        out = replica.trainer.train(start, plan, replica.data)
+        j = k % len(replicas)
+        replica, acc = replicas[j], sums[j]
+        slots = len(plan.weights)
+        w = weights_on[j][first : first + slots]
+        first += slots
+        out = replica.trainer.train(starts[j], plan, replica.data)
         decoded = _uplink(uplink, residuals, out, plan, replica)
-        w = plan.weights.to(device)
         if clip_norm is not None:
-            norms = clip_rows_(decoded, clip_norm).to(device)
+            norms = clip_rows_(decoded, clip_norm)
             w = (w > 0).to(w.dtype)  # one client, one vote: its influence is bounded by C alone
-            unclipped += ((norms <= clip_norm).to(w.dtype) * w).sum()
+            acc.unclipped += ((norms <= clip_norm).to(w.dtype) * w).sum()
         if collect is None:
-            accumulate_(update_sum, decoded.to(device, non_blocking=True), w)
+            accumulate_(acc.update_sum, decoded, w)
         else:
             rows = _collect_rows(collect, rows, decoded, plan)
-        client_loss = out.loss_sum.to(device) / out.steps.to(device).clamp(min=1)
-        loss += (client_loss * w).sum()
-        weight += w.sum()
-        samples += out.samples.to(device)
+        client_loss = out.loss_sum / out.steps.clamp(min=1)
+        acc.loss += (client_loss * w).sum()
+        acc.weight += w.sum()
+        acc.samples += out.samples
         # NaN marks a client that was not aggregated; filtering on the host avoids a sync here.
         client_losses.append(torch.where(w > 0, client_loss, torch.nan)[: plan.real])
-    losses = torch.cat(client_losses) if client_losses else torch.zeros(0, device=device)
-    stats = {"loss": loss, "weight": weight, "samples": samples, "unclipped": unclipped, "client_losses": losses}
+    # One reduction per round: each device's partial sums join the server's once (Blink's
+    # lesson: devices that wait for each other every group run in lockstep).
+    stats = {key: torch.zeros((), device=device) for key in _DeviceSums.SCALARS}
+    for acc in sums:
+        if acc.update_sum is not update_sum:
+            update_sum.add_(acc.update_sum.to(device))
+        for key in _DeviceSums.SCALARS:
+            stats[key] += getattr(acc, key).to(device)
+    losses = torch.cat([c.to(device) for c in client_losses]) if client_losses else torch.zeros(0, device=device)
+    stats = {**stats, "client_losses": losses}
     return stats if collect is None else {**stats, "rows": torch.tensor(rows)}
+
+
+@dataclass
+class _DeviceSums:
+    """One device's share of a round: Σ weight · decoded update and the scalar sums, kept on that
+    device until the round's single reduction."""
+
+    SCALARS = ("loss", "weight", "samples", "unclipped")
+
+    update_sum: torch.Tensor
+    loss: torch.Tensor
+    weight: torch.Tensor
+    samples: torch.Tensor
+    unclipped: torch.Tensor
+
+    @classmethod
+    def on(cls, device: torch.device, update_sum: torch.Tensor | None, like: torch.Tensor) -> _DeviceSums:
+        """Sums on ``device``; ``update_sum`` is the server's own buffer for the server's first
+        replica (no extra [P] there, and one device sums exactly as before)."""
+        total = update_sum if update_sum is not None else torch.zeros(like.shape, device=device)
+        return cls(total, *(torch.zeros((), device=device) for _ in cls.SCALARS))
 
 
 def _collect_rows(collect: Collected, first: int, decoded: torch.Tensor, plan: GroupPlan) -> int:

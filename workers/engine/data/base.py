@@ -41,7 +41,12 @@ class FederatedData:
         def move(t: torch.Tensor | None) -> torch.Tensor | None:
             if t is None:
                 return None
-            return t.pin_memory() if pin else t.to(device)
+            if not pin:
+                return t.to(device)
+            # Kept on the host: a tensor already on a GPU comes back first (pin_memory() refuses
+            # CUDA tensors), and pinning needs a CUDA driver, so without one the data stays pageable.
+            host = t.to("cpu")
+            return host.pin_memory() if torch.cuda.is_available() else host
 
         return FederatedData(
             x_train=move(self.x_train),
@@ -57,6 +62,11 @@ class FederatedData:
             y_client_test=move(self.y_client_test),
             client_test_offsets=self.client_test_offsets,
         )
+
+    @property
+    def device(self) -> torch.device:
+        """Where the training rows live: batches are gathered there, with indices placed there."""
+        return self.x_train.device
 
     def nbytes(self) -> int:
         tensors = (self.x_train, self.y_train, self.x_test, self.y_test, self.x_client_test, self.y_client_test)
@@ -91,3 +101,17 @@ def as_input(x: torch.Tensor) -> torch.Tensor:
     if x.dtype == torch.uint8:
         return x.float().div_(255.0)
     return x
+
+
+def gather(source: torch.Tensor, rows: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Rows ``rows`` of ``source``, delivered on ``device``.
+
+    ``rows`` must live where ``source`` does (see :attr:`FederatedData.device`): on a GPU when the
+    data fits there, on the host when it stays pinned in host memory, in which case the gathered
+    batch is copied to the device without blocking the host. One code path for both placements,
+    so the CPU tests run the gather the host-data GPU fallback runs.
+    """
+    if rows.device != source.device:
+        raise ValueError(f"batch indices are on {rows.device} but the data is on {source.device}")
+    batch = source[rows]
+    return batch if batch.device == device else batch.to(device, non_blocking=True)

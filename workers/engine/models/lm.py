@@ -9,7 +9,6 @@ position embeddings on the first 25% of each head's dimensions (base 10,000), as
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from workers.engine import registry
@@ -36,7 +35,7 @@ def _rotary(x: torch.Tensor) -> torch.Tensor:
 
 
 class Attention(nn.Module):
-    """Causal multi-head self-attention: fused qkv projection with bias, rotary, SDPA, output projection."""
+    """Causal multi-head self-attention: fused qkv projection with bias, rotary, attention, output projection."""
 
     def __init__(self):
         super().__init__()
@@ -46,8 +45,24 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, HEADS, D_MODEL // HEADS).permute(2, 0, 3, 1, 4).unbind(0)
-        y = F.scaled_dot_product_attention(_rotary(q), _rotary(k), v, is_causal=True)
+        y = causal_attention(_rotary(q), _rotary(k), v)
         return self.out(y.transpose(1, 2).reshape(b, t, D_MODEL))
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """softmax(q kᵀ / √d + causal mask) v, written out.
+
+    Not ``F.scaled_dot_product_attention``: torch.func has no batching rule for its fused
+    backward, so ``vmap(grad(...))`` would run it once per client in a Python loop, and the
+    vectorised client training would be a sequential one in disguise. Written out, every op has
+    a batching rule; at this model's sizes (head dim 32, short sequences) the [T, T] scores are
+    small, and the results equal SDPA's to float rounding (tests/engine/test_lm_attention.py).
+    """
+    t = q.shape[-2]
+    scores = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
+    future = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)
+    scores = scores.masked_fill(future, float("-inf"))
+    return scores.softmax(dim=-1) @ v
 
 
 class Layer(nn.Module):
