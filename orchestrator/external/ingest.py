@@ -119,8 +119,6 @@ def record(experiment_id: int, reports: list[Report]) -> dict:
     with transaction.atomic():
         # One writer per run at a time: the round order checks below see every earlier report.
         experiment = Experiment.objects.select_for_update().get(pk=experiment_id)
-        if experiment.status not in ACCEPTING:
-            raise Conflict("status", f"The run is {experiment.status}: it takes no more rounds")
         stored = _stored(experiment, [r.round for r in reports if r.round <= experiment.current_round])
         fresh = []
         for report in reports:
@@ -132,6 +130,9 @@ def record(experiment_id: int, reports: list[Report]) -> dict:
                 raise Conflict(
                     "rounds", f"Round {report.round} goes backwards: round {experiment.current_round} is recorded"
                 )
+        # A resend of recorded rounds is answered even after the end (a retry whose answer was lost).
+        if fresh and experiment.status not in ACCEPTING:
+            raise Conflict("status", f"The run is {experiment.status}: it takes no more rounds")
         _check_name_budget(experiment, fresh)
         rows = [_store(experiment, r) for r in fresh]
         now = timezone.now()

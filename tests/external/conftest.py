@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
@@ -7,6 +10,12 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from tests.accounts.world import fast_password_hashing  # noqa: F401  (autouse)
+
+# The client is its own package (clients/python), installed with pip by its users; tests import it
+# from the source tree.
+CLIENT_SRC = str(Path(__file__).resolve().parents[2] / "clients" / "python")
+if CLIENT_SRC not in sys.path:
+    sys.path.insert(0, CLIENT_SRC)
 
 
 @pytest.fixture(autouse=True)

@@ -38,6 +38,9 @@ def test_create_report_finish(alice, run):
     assert [x["round"] for x in alice.get(f"/api/experiments/{pk}/rounds/").json()] == [1, 2]
     assert client.post(f"/api/external/runs/{pk}/finish/").json() == {"id": pk, "status": "completed"}
     assert post_rounds(client, pk, {"round": 3, "metrics": {"loss": 1}}).status_code == 409
+    # a retry whose answer was lost is still answered after the end
+    resend = {"round": 2, "metrics": {"loss": 0.7, "accuracy": 0.6, "grad/norm": 2.5, "lr": 0.1}}
+    assert post_rounds(client, pk, resend).json() == {"recorded": [], "duplicates": [2]}
 
 
 def test_resend_is_not_a_duplicate_and_changes_conflict(run):
