@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks import (
+    client_log,
     engine_overhead,
     flute_femnist,
     memory_varying,
@@ -33,8 +34,9 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "engine_overhead": engine_overhead.run,
     "scheduling": scheduling.run,
     "shards": shards.run,
+    "client_log": client_log.run,
 }
-NOT_IN_ALL = {"shards"}  # needs a Redis and starts worker processes
+NOT_IN_ALL = {"shards", "client_log"}  # shards needs a Redis and starts worker processes; client_log is no engine run
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -87,6 +87,14 @@ class Run:
     # -- the thread ---------------------------------------------------------------------------------
 
     def _loop(self) -> None:
+        try:
+            self._send_until_end()
+        except Exception as e:  # e.g. the journal's disk is full: noted, never raised into the program
+            self._note(f"the sending thread stopped: {type(e).__name__}: {e}")
+        finally:
+            self._finished.set()
+
+    def _send_until_end(self) -> None:
         backoff, away_since, ending = 0.0, None, False
         while True:
             ending = self._drain(wait=0 if (backoff or ending) else self.flush_interval) or ending
@@ -124,7 +132,6 @@ class Run:
                     del self._pending[: self.batch_size]  # the server will never take this batch
                     if ending:
                         break
-        self._finished.set()
 
     def _create(self) -> None:
         answer = http.create_run(self.url, self._token, self.fields, self.timeout)
