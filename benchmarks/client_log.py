@@ -58,6 +58,16 @@ def _metrics(r: int) -> dict:
     return {f"m{i}": r * 0.001 + i for i in range(10)}
 
 
+class _ListLogger:
+    """The baseline: keep each round in a list (what any logger must at least do)."""
+
+    def __init__(self):
+        self.rounds: list = []
+
+    def log(self, round_number: int, metrics: dict) -> None:
+        self.rounds.append((round_number, dict(metrics)))
+
+
 def _per_call_us(log, calls: int) -> float:
     metrics = [_metrics(r) for r in range(calls)]  # built outside the timed loop, like a model's outputs
     start = time.perf_counter()
@@ -85,8 +95,7 @@ def run(opts: Options) -> dict[str, Any]:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         for i in range(size["repeats"]):
-            sink: list = []
-            samples["list_append"].append(_per_call_us(lambda r, m: sink.append((r, dict(m))), size["calls"]))
+            samples["list_append"].append(_per_call_us(_ListLogger().log, size["calls"]))
             samples["client_server_up"].append(_client_run(live_url, size["calls"], Path(folder) / f"up{i}.jsonl"))
             samples["client_server_away"].append(_client_run(away_url, size["calls"], Path(folder) / f"away{i}.jsonl"))
     server.shutdown()
