@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks import (
+    client_log,
     engine_overhead,
     flute_femnist,
     memory_varying,
@@ -42,8 +43,10 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "recovery": recovery.run,
     "socket_close": socket_close.run,
     "viewers": viewers.run,
+    "client_log": client_log.run,
 }
-NOT_IN_ALL = {"shards", "recovery", "socket_close", "viewers"}  # need a Redis; start worker or daphne processes
+# Left out of `all`: they need a Redis and start worker or daphne processes, or (client_log) time no engine.
+NOT_IN_ALL = {"shards", "recovery", "socket_close", "viewers", "client_log"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,6 +41,13 @@ FEDWEB_DATA_CACHE_BYTES = env_bytes("FEDWEB_DATA_CACHE_BYTES", 2 * 10**9)
 # A worker whose last heartbeat is older than this is shown as lost.
 WORKER_LOST_AFTER = env_int("WORKER_LOST_AFTER", 60, min_value=1)
 HEARTBEAT_INTERVAL = env_int("HEARTBEAT_INTERVAL", 5, min_value=1)
+# External runs (orchestrator/external): one with no report for this long is shown as crashed.
+FEDWEB_EXTERNAL_CRASH_AFTER = env_int("FEDWEB_EXTERNAL_CRASH_AFTER", 600, min_value=1)
+# Requests per minute one run token may make (429 with Retry-After beyond), and its lifetime.
+FEDWEB_EXTERNAL_RATE = env_int("FEDWEB_EXTERNAL_RATE", 600, min_value=1)
+FEDWEB_EXTERNAL_TOKEN_DAYS = env_int("FEDWEB_EXTERNAL_TOKEN_DAYS", 30, min_value=1)
+# Distinct custom metric names one external run may report.
+FEDWEB_EXTERNAL_MAX_METRICS = env_int("FEDWEB_EXTERNAL_MAX_METRICS", 200, min_value=1)
 if HEARTBEAT_INTERVAL >= WORKER_LOST_AFTER:
     raise ImproperlyConfigured("HEARTBEAT_INTERVAL must be shorter than WORKER_LOST_AFTER")
 # A round sent but claimed by no worker for this long is sent again (a lost message; harmless if not).

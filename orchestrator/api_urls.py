@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView
 
 from accounts import api as token_api
 from orchestrator import api, priority, sweep_api
+from orchestrator.external import api as external_api
 
 urlpatterns = [
     path("experiments/", api.experiments, name="api_experiments"),
@@ -24,6 +25,11 @@ urlpatterns = [
     path("sweeps/", sweep_api.sweeps, name="api_sweeps"),
     path("sweeps/<int:pk>/", sweep_api.sweep, name="api_sweep"),
     path("sweeps/<int:pk>/cancel/", sweep_api.sweep_cancel, name="api_sweep_cancel"),
+    path("external/runs/", external_api.runs, name="api_external_runs"),
+    path("external/runs/<int:pk>/rounds/", external_api.rounds, name="api_external_rounds"),
+    path("external/runs/<int:pk>/finish/", external_api.end, {"outcome": "finish"}, name="api_external_finish"),
+    path("external/runs/<int:pk>/fail/", external_api.end, {"outcome": "fail"}, name="api_external_fail"),
+    path("external/runs/<int:pk>/revoke/", external_api.revoke, name="api_external_revoke"),
     path("teams/", api.teams, name="api_teams"),
     path("token/", token_api.token, name="api_token_obtain"),
     path("token/rotate/", token_api.token_rotate, name="api_token_rotate"),

@@ -23,6 +23,7 @@ from django.dispatch import Signal, receiver
 from django.utils import timezone
 
 from orchestrator import events
+from orchestrator.external.models import CustomMetric, ExternalRun
 from orchestrator.fleet import Worker, pick_queue
 from orchestrator.limits import check_new_spec
 from orchestrator.records import Checkpoint, LogEntry, RoundMetric, checkpoint_folder
@@ -32,8 +33,8 @@ from workers.engine.provenance import spec_provenance
 from workers.engine.spec import Spec, SpecError
 
 __all__ = [
-    "ACTIVE", "FINISHED", "Checkpoint", "check_team_visibility", "Experiment", "LogEntry", "RoundMetric", "RoundShard",
-    "Status", "Visibility", "Worker", "Sweep", "checkpoint_folder",
+    "ACTIVE", "FINISHED", "Checkpoint", "check_team_visibility", "CustomMetric", "Experiment", "ExternalRun", "Kind",
+    "LogEntry", "RoundMetric", "RoundShard", "Status", "Visibility", "Worker", "Sweep", "checkpoint_folder",
 ]  # fmt: skip
 
 
@@ -45,10 +46,16 @@ class Status(models.TextChoices):
     CANCELLED = "cancelled"
     COMPLETED = "completed"
     FAILED = "failed"
+    CRASHED = "crashed"  # an external run that sent no report for FEDWEB_EXTERNAL_CRASH_AFTER seconds
 
 
 ACTIVE = (Status.QUEUED, Status.RUNNING)
-FINISHED = (Status.CANCELLED, Status.COMPLETED, Status.FAILED)
+FINISHED = (Status.CANCELLED, Status.COMPLETED, Status.FAILED, Status.CRASHED)
+
+
+class Kind(models.TextChoices):
+    NATIVE = "native"  # FedWeb's workers run its rounds
+    EXTERNAL = "external"  # its rounds are reported over the API (orchestrator.external)
 
 
 def validate_spec(value) -> None:
@@ -83,6 +90,7 @@ class Experiment(models.Model):
     # Set only while a public link exists; revoking clears it so the old link is dead for good.
     share_token = models.CharField(max_length=64, null=True, blank=True, unique=True, editable=False)
     name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.NATIVE, db_index=True)
     description = models.TextField(blank=True)
     tags = models.JSONField(default=list, blank=True)
     # The sweep it is one run of; deleting the sweep deletes its runs.
@@ -122,6 +130,9 @@ class Experiment(models.Model):
         return f"{self.name} (#{self.pk})"
 
     def save(self, *args, **kwargs):
+        if self.kind == Kind.EXTERNAL:  # its spec is the script's free-form config: nothing runs it here
+            self._save_sharing()
+            return super().save(*args, **kwargs)
         # The spec is normalised (defaults filled in) so what is stored is exactly what runs. A new
         # one must pass today's bounds and limits; a stored one is not judged again.
         spec = Spec.from_dict(self.spec) if self._state.adding else Spec.from_stored(self.spec)
@@ -130,16 +141,19 @@ class Experiment(models.Model):
             self.plugins = spec_provenance(spec)  # every way of creating one (form, API, sweep) passes here
         self.spec = spec.to_dict()
         self.total_rounds = spec.rounds
+        self._save_sharing()
+        super().save(*args, **kwargs)
+
+    def _save_sharing(self) -> None:
         # A public experiment always has a link token, and only a public one has it.
         if self.visibility == Visibility.PUBLIC and not self.share_token:
             self.share_token = secrets.token_urlsafe(32)
         elif self.visibility != Visibility.PUBLIC:
             self.share_token = None
-        super().save(*args, **kwargs)
 
     def clean(self) -> None:
         check_team_visibility(self.visibility, self.team_id)
-        if self._state.adding:
+        if self._state.adding and self.kind == Kind.NATIVE:
             try:
                 check_new_spec(Spec.from_dict(self.spec))
             except SpecError as e:
@@ -187,6 +201,8 @@ class Experiment(models.Model):
 
     def start(self, *, by: str = "", enqueue: bool = True) -> bool:
         """Queue a draft. ``enqueue=False`` is for running it in this process (``--inline``)."""
+        if self.kind == Kind.EXTERNAL:  # its rounds are reported, never scheduled
+            return False
         queue = pick_queue(self.parsed_spec()) if enqueue else "inline"
         now = timezone.now()
         if not self._transition([Status.DRAFT], status=Status.QUEUED, queue=queue, queued_at=now, ready_since=now):
@@ -198,6 +214,8 @@ class Experiment(models.Model):
         return True
 
     def pause(self, *, by: str = "") -> bool:
+        if self.kind == Kind.EXTERNAL:  # its rounds are reported, never scheduled
+            return False
         # A round already running finishes and is recorded; the next one is not enqueued.
         if not self._transition(ACTIVE, status=Status.PAUSED):
             return False
@@ -206,6 +224,8 @@ class Experiment(models.Model):
         return True
 
     def resume(self, *, by: str = "") -> bool:
+        if self.kind == Kind.EXTERNAL:  # its rounds are reported, never scheduled
+            return False
         now = timezone.now()
         if not self._transition([Status.PAUSED], status=Status.QUEUED, queued_at=now, ready_since=now):
             return False

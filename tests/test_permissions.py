@@ -26,7 +26,7 @@ from rest_framework.authtoken.models import Token
 
 from orchestrator import access
 from orchestrator.consumers import ExperimentConsumer
-from orchestrator.models import Experiment, Status, Sweep
+from orchestrator.models import Experiment, ExternalRun, Kind, Status, Sweep
 from tests.accounts.world import fast_password_hashing, make_experiment, make_world  # noqa: F401
 from tests.conftest import TINY_SPEC
 
@@ -107,11 +107,20 @@ API = [
     Endpoint(
         "api_sweep_cancel", "api", "post", "/api/sweeps/{sweep}/cancel/", "control", status="running", after="cancelled"
     ),  # fmt: skip
+    # External runs (orchestrator/external): creating one takes a user token; writing one takes its
+    # run token, which no role holds, so every role is refused as unauthenticated (401).
+    Endpoint("api_external_create", "api", "post", "/api/external/runs/", "login", after="created"),
+    Endpoint("api_external_revoke", "api", "post", "/api/external/runs/{pk}/revoke/", "control"),
+    Endpoint("api_external_rounds", "api", "post", "/api/external/runs/{pk}/rounds/", "run_token"),
+    Endpoint("api_external_finish", "api", "post", "/api/external/runs/{pk}/finish/", "run_token"),
+    Endpoint("api_external_fail", "api", "post", "/api/external/runs/{pk}/fail/", "run_token"),
 ]
 
 
 def expected(role: str, endpoint: Endpoint) -> str:
     rights = RIGHTS[role]
+    if endpoint.needs == "run_token":  # a user's session or API token is no run token
+        return "login"
     if endpoint.needs == "any" or endpoint.needs in rights or (endpoint.link and "link" in rights):
         return "ok"
     if role not in SIGNED_IN:
@@ -178,6 +187,11 @@ def _api_request(endpoint: Endpoint, world, role: str):
     if endpoint.id == "api_sweep_create":
         body = {"name": "created", "spec": TINY_SPEC, "axes": {"seed": [0, 1]}}
         return client.post(url, body, content_type="application/json", **headers)
+    if endpoint.id == "api_external_create":
+        return client.post(url, {"name": "created", "config": {"lr": 0.1}}, content_type="application/json", **headers)
+    if endpoint.id == "api_external_rounds":
+        body = {"rounds": [{"round": 1, "metrics": {"loss": 0.5}}]}
+        return client.post(url, body, content_type="application/json", **headers)
     if endpoint.id == "api_priority":
         return client.post(url, {"priority": PRIORITY}, content_type="application/json", **headers)
     return getattr(client, endpoint.method)(url, **headers)
@@ -238,6 +252,24 @@ def test_it_gives_each_role_exactly_its_rights(world, role, endpoint, enqueued):
     request = _page_request if endpoint.kind == "page" else _api_request
     response = request(endpoint, world, role)
     _assert_outcome(role, response, endpoint, world)
+
+
+@pytest.mark.django_db
+def test_a_run_token_opens_no_other_api_endpoint(world):
+    """A leaked run token reads nothing and creates nothing: 401 on every other API endpoint."""
+    run = Experiment.objects.create(owner=world.owner, name="ext", kind=Kind.EXTERNAL, spec={}, status="running")
+    _, token = ExternalRun.issue(run)
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    for endpoint in API:
+        if endpoint.needs in ("any", "run_token"):
+            continue
+        url = endpoint.target.format(pk=world.experiment.pk, sweep=world.sweep.pk)
+        response = getattr(client, endpoint.method)(url, {}, content_type="application/json")
+        assert response.status_code == 401, (endpoint.id, response.status_code)
+    assert Experiment.objects.filter(kind=Kind.EXTERNAL).count() == 1
+    answer = client.post(f"/api/external/runs/{run.pk}/rounds/", {"rounds": [{"round": 1, "metrics": {}}]},
+                         content_type="application/json")  # fmt: skip
+    assert answer.status_code == 201, answer.content
 
 
 # -- the WebSocket --------------------------------------------------------------------------------

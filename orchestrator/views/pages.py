@@ -18,9 +18,11 @@ from fedweb.inputs import parse_int
 from orchestrator import access
 from orchestrator.access import experiments_visible_to, get_experiment_for_token, get_experiment_for_user, scoped
 from orchestrator.charts import dashboard_charts
+from orchestrator.external.display import config_groups, custom_charts
+from orchestrator.external.liveness import mark_crashed
 from orchestrator.forms import ExperimentForm, spec_initial
 from orchestrator.leak import leak_warnings
-from orchestrator.models import ACTIVE, Experiment, Status
+from orchestrator.models import ACTIVE, Experiment, Kind, Status
 from orchestrator.public import host_names, redact, redact_events
 from orchestrator.queues import live_workers_by_queue, queue_depths, submit_warnings, waiting_status
 from orchestrator.rounds import rounds_of, table_columns, table_rows
@@ -42,6 +44,7 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status", "")
     tag = request.GET.get("tag", "").strip()
     q = request.GET.get("q", "").strip()
+    mark_crashed()  # external runs gone silent: detected on read, no daemon
     visible = experiments_visible_to(request.user)
     qs = scoped(visible, request.user, scope if scope != "all" else None).select_related("owner")
     if status in Status.values:
@@ -125,6 +128,9 @@ def _new_initial(request: HttpRequest) -> dict:
 
 
 def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str, user=None, token: str = "") -> dict:
+    external = experiment.kind == Kind.EXTERNAL
+    if external and experiment.status == Status.RUNNING and mark_crashed():
+        experiment.refresh_from_db()
     rounds = rounds_of(experiment)
     events = list(experiment.log_entries.order_by("-time", "-id")[:200])[::-1]
     hosts = host_names(experiment) if token else []
@@ -138,12 +144,13 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str,
             experiment_id=experiment.pk,
         ),
         "error": redact(experiment.error, hosts),
-        "charts": dashboard_charts(rounds, experiment.spec),
+        "charts": dashboard_charts(rounds, None if external else experiment.spec),
+        "custom_charts": custom_charts(experiment) if external else {},
         "last_rounds": table_rows(rounds[-200:]),
         "table_columns": table_columns(),
         "events": redact_events(events, hosts) if token else events,
         "spec_json": json.dumps(experiment.spec, indent=2),
-        "spec_groups": spec_groups(experiment.spec),
+        "spec_groups": config_groups(experiment.spec) if external else spec_groups(experiment.spec),
         "summary": cells(summarize(rounds)),
         "can_control": can_control,
         "can_delete": bool(user and access.can_delete(experiment, user)),

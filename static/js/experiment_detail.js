@@ -3,7 +3,7 @@
 // only draws.
 (function () {
   "use strict";
-  const FINISHED = ["completed", "cancelled", "failed"];
+  const FINISHED = ["completed", "cancelled", "failed", "crashed"];
   const MB = 1e6;
   const $ = (id) => document.getElementById(id);
 
@@ -141,6 +141,7 @@
   function onMessage(ev) {
     if (ev.type === "round") {
       if (addRound(ev.metrics)) { addTableRow(ev.metrics); updateSummary(ev.metrics); setText("st-device", ev.metrics.device); }
+      if (window.FedWebCustomMetrics) FedWebCustomMetrics.add(ev.metrics); // external runs' own scalars
       showLeak(ev.leak_warnings);
       updateStatus();
     } else if (ev.type === "status") {

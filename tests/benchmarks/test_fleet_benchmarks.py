@@ -40,7 +40,7 @@ def test_it_prints_each_policy_against_fifo():
 
 def test_it_registers_shards_and_viewers_but_leaves_them_out_of_all():
     assert {"shards", "viewers"} <= set(BENCHMARKS)
-    assert NOT_IN_ALL == {"shards", "recovery", "socket_close", "viewers"}
+    assert NOT_IN_ALL == {"shards", "recovery", "socket_close", "viewers", "client_log"}
 
 
 def test_it_names_redis_url_when_a_fleet_benchmark_has_no_broker(tmp_path):

@@ -1,0 +1,194 @@
+"""Recording a batch of reported rounds of an external run.
+
+A batch is ``{"rounds": [{"round": 1, "metrics": {"loss": 0.5, "my/metric": 2}}, ...]}``. It is
+judged in full before anything is stored, so a refused batch stores nothing. Standard names go to the
+same ``RoundMetric`` row (and the same ``publish_round`` event) a native round makes, so the dashboard
+and the compare page read external rounds unchanged; every other name goes to ``CustomMetric``.
+
+Idempotent per round: a resend of a recorded round with the same values is skipped; a different
+value for it, or a round before the last recorded one, is a ``Conflict`` (409).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from orchestrator import events
+from orchestrator.external.models import CustomMetric, ExternalRun
+from orchestrator.models import Experiment, RoundMetric, Status
+
+MAX_ROUNDS_PER_BATCH = 1000
+MAX_NAMES_PER_ROUND = 64
+MAX_ROUND = 10**9
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{0,63}")
+# Short names a script writes, for the RoundMetric fields they fill.
+ALIASES = {"loss": "train_loss", "accuracy": "test_accuracy", "memory_mb": "rss_mb"}
+FLOAT_FIELDS = ("train_loss", "test_loss", "test_accuracy", "round_seconds", "train_seconds", "rss_mb")
+INT_FIELDS = ("participants", "completed", "stragglers", "dropped", "bytes_up", "bytes_down", "samples")
+STANDARD = (*FLOAT_FIELDS, *INT_FIELDS)
+# RoundMetric's required columns a report may leave out.
+DEFAULTS = {
+    **dict.fromkeys(INT_FIELDS, 0),
+    "round_seconds": 0.0,
+    "train_seconds": 0.0,
+    "rss_mb": 0.0,
+    "bytes_formula": 0,
+    "threads": 0,
+    "device": "external",
+}
+ACCEPTING = (Status.RUNNING, Status.CRASHED)  # a crashed run that reports again is running again
+
+
+class IngestError(ValueError):
+    """A refused batch: ``field`` names what is wrong (the API answers 400 keyed by it)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+class Conflict(IngestError):
+    """A batch that contradicts what is recorded (the API answers 409)."""
+
+
+@dataclass(frozen=True)
+class Report:
+    round: int
+    standard: dict  # RoundMetric field -> value
+    custom: dict  # user name -> value
+
+
+def parse_batch(body) -> list[Report]:
+    """The batch's reports in round order, or ``IngestError`` naming the first bad field."""
+    if not isinstance(body, dict):
+        raise IngestError("rounds", 'The body must be an object: {"rounds": [{"round": 1, "metrics": {...}}]}')
+    items = body.get("rounds")
+    if not isinstance(items, list) or not items:
+        raise IngestError("rounds", "rounds must be a non-empty list of {round, metrics}")
+    if len(items) > MAX_ROUNDS_PER_BATCH:
+        raise IngestError("rounds", f"At most {MAX_ROUNDS_PER_BATCH} rounds per request (got {len(items)})")
+    reports = [_parse_item(item, i) for i, item in enumerate(items)]
+    for prev, cur in zip(reports, reports[1:], strict=False):
+        if cur.round <= prev.round:
+            raise IngestError("rounds", f"Rounds must increase within a request (round {cur.round} after {prev.round})")
+    return reports
+
+
+def _parse_item(item, i: int) -> Report:
+    where = f"rounds[{i}]"
+    if not isinstance(item, dict):
+        raise IngestError(where, f"{where} must be an object with round and metrics")
+    number = item.get("round")
+    if type(number) is not int or not 1 <= number <= MAX_ROUND:
+        raise IngestError(f"{where}.round", f"{where}.round must be a whole number from 1 to {MAX_ROUND}")
+    metrics = item.get("metrics")
+    if not isinstance(metrics, dict):
+        raise IngestError(f"{where}.metrics", f"{where}.metrics must be an object of name: number")
+    if len(metrics) > MAX_NAMES_PER_ROUND:
+        raise IngestError(f"{where}.metrics", f"At most {MAX_NAMES_PER_ROUND} metrics per round (got {len(metrics)})")
+    standard, custom = {}, {}
+    for name, value in metrics.items():
+        field = f"{where}.metrics.{name}"[:120]
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise IngestError(
+                field,
+                "A metric name is 1-64 letters, digits, '_', '.', '/' or '-', not starting with one of '.-/' or a digit",
+            )
+        if type(value) not in (int, float) or not math.isfinite(value):
+            raise IngestError(field, f"{name} must be a finite number")
+        target = ALIASES.get(name, name)
+        if target in INT_FIELDS:
+            if type(value) is not int or value < 0:
+                raise IngestError(field, f"{name} must be a whole number >= 0")
+            standard[target] = value
+        elif target in FLOAT_FIELDS:
+            standard[target] = float(value)
+        else:
+            custom[name] = value
+    return Report(number, standard, custom)
+
+
+def record(experiment_id: int, reports: list[Report]) -> dict:
+    """Store the reports of one run; ``{"recorded": [...], "duplicates": [...]}`` (round numbers)."""
+    with transaction.atomic():
+        # One writer per run at a time: the round order checks below see every earlier report.
+        experiment = Experiment.objects.select_for_update().get(pk=experiment_id)
+        stored = _stored(experiment, [r.round for r in reports if r.round <= experiment.current_round])
+        fresh = []
+        for report in reports:
+            if report.round > experiment.current_round:
+                fresh.append(report)
+            elif report.round in stored:
+                _check_same(report, stored[report.round])
+            else:
+                raise Conflict(
+                    "rounds", f"Round {report.round} goes backwards: round {experiment.current_round} is recorded"
+                )
+        # A resend of recorded rounds is answered even after the end (a retry whose answer was lost).
+        if fresh and experiment.status not in ACCEPTING:
+            raise Conflict("status", f"The run is {experiment.status}: it takes no more rounds")
+        _check_name_budget(experiment, fresh)
+        rows = [_store(experiment, r) for r in fresh]
+        now = timezone.now()
+        changes = {"last_report": now}
+        ExternalRun.objects.filter(experiment=experiment).update(**changes)
+        if fresh:
+            last = fresh[-1].round
+            Experiment.objects.filter(pk=experiment.pk).update(
+                current_round=last, total_rounds=max(experiment.total_rounds, last), status=Status.RUNNING
+            )
+        elif experiment.status == Status.CRASHED:
+            Experiment.objects.filter(pk=experiment.pk).update(status=Status.RUNNING)
+        revived = experiment.status == Status.CRASHED
+    if revived:
+        experiment.refresh_from_db()
+        events.publish_status(experiment)
+    for report, row in zip(fresh, rows, strict=True):
+        # The native path's event: the dashboard's live charts and the metrics exporter take it as is.
+        events.publish_round(experiment.pk, {**row.to_result_dict(), "custom": report.custom})
+    return {"recorded": [r.round for r in fresh], "duplicates": [r.round for r in reports if r not in fresh]}
+
+
+def _stored(experiment, numbers: list[int]) -> dict[int, tuple[dict, dict]]:
+    metrics = {m.round: m for m in RoundMetric.objects.filter(experiment=experiment, round__in=numbers)}
+    custom = dict(CustomMetric.objects.filter(experiment=experiment, round__in=numbers).values_list("round", "values"))
+    return {n: (m.to_result_dict(), custom.get(n, {})) for n, m in metrics.items()}
+
+
+def _check_same(report: Report, stored: tuple[dict, dict]) -> None:
+    standard, custom = stored
+    reported = {**DEFAULTS, **report.standard}
+    differing = [k for k in STANDARD if reported.get(k) != standard.get(k)]
+    if report.custom != custom:
+        differing += sorted(
+            set(report.custom) ^ set(custom) | {k for k in report.custom if report.custom[k] != custom.get(k)}
+        )
+    if differing:
+        raise Conflict(
+            "rounds", f"Round {report.round} is already recorded with other values ({', '.join(differing[:5])})"
+        )
+
+
+def _check_name_budget(experiment, fresh: list[Report]) -> None:
+    names = set()
+    for values in CustomMetric.objects.filter(experiment=experiment).values_list("values", flat=True):
+        names.update(values)
+    for r in fresh:
+        names.update(r.custom)
+    limit = settings.FEDWEB_EXTERNAL_MAX_METRICS
+    if len(names) > limit:
+        raise IngestError("metrics", f"A run has at most {limit} custom metric names (this batch makes {len(names)})")
+
+
+def _store(experiment, report: Report) -> RoundMetric:
+    values = {**DEFAULTS, **{k: None for k in ("train_loss", "test_loss", "test_accuracy")}, **report.standard}
+    row = RoundMetric.objects.create(experiment=experiment, round=report.round, worker="external", **values)
+    if report.custom:
+        CustomMetric.objects.create(experiment=experiment, round=report.round, values=report.custom)
+    return row

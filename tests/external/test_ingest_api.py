@@ -1,0 +1,131 @@
+"""The external-run ingestion API: create, report rounds idempotently, finish; token scope."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import override_settings
+from django.utils import timezone
+
+from orchestrator.external.liveness import mark_crashed
+from orchestrator.models import CustomMetric, Experiment, ExternalRun, Kind, RoundMetric, Status
+from tests.external.conftest import post_rounds, run_client, user_client
+
+pytestmark = pytest.mark.django_db
+
+
+def test_create_report_finish(alice, run):
+    pk, client = run
+    experiment = Experiment.objects.get(pk=pk)
+    assert (experiment.kind, experiment.status, experiment.spec) == (
+        Kind.EXTERNAL,
+        Status.RUNNING,
+        {"lr": 0.1, "model": {"width": 8}},
+    )
+    r = post_rounds(
+        client, pk,
+        {"round": 1, "metrics": {"loss": 0.9, "accuracy": 0.5, "participants": 10, "bytes_up": 1000, "grad/norm": 3.5}},
+        {"round": 2, "metrics": {"loss": 0.7, "accuracy": 0.6, "grad/norm": 2.5, "lr": 0.1}},
+    )  # fmt: skip
+    assert r.status_code == 201, r.content
+    assert r.json() == {"recorded": [1, 2], "duplicates": []}
+    row = RoundMetric.objects.get(experiment_id=pk, round=1)
+    assert (row.train_loss, row.test_accuracy, row.participants, row.bytes_up) == (0.9, 0.5, 10, 1000)
+    assert CustomMetric.objects.get(experiment_id=pk, round=2).values == {"grad/norm": 2.5, "lr": 0.1}
+    assert Experiment.objects.get(pk=pk).current_round == 2
+    # the user API reads its rounds like a native run's
+    assert [x["round"] for x in alice.get(f"/api/experiments/{pk}/rounds/").json()] == [1, 2]
+    assert client.post(f"/api/external/runs/{pk}/finish/").json() == {"id": pk, "status": "completed"}
+    assert post_rounds(client, pk, {"round": 3, "metrics": {"loss": 1}}).status_code == 409
+    # a retry whose answer was lost is still answered after the end
+    resend = {"round": 2, "metrics": {"loss": 0.7, "accuracy": 0.6, "grad/norm": 2.5, "lr": 0.1}}
+    assert post_rounds(client, pk, resend).json() == {"recorded": [], "duplicates": [2]}
+
+
+def test_resend_is_not_a_duplicate_and_changes_conflict(run):
+    pk, client = run
+    item = {"round": 1, "metrics": {"loss": 0.5, "x": 1}}
+    assert post_rounds(client, pk, item).status_code == 201
+    again = post_rounds(client, pk, item, {"round": 2, "metrics": {"loss": 0.4}})
+    assert again.status_code == 201 and again.json() == {"recorded": [2], "duplicates": [1]}
+    assert post_rounds(client, pk, item).json() == {"recorded": [], "duplicates": [1]}
+    changed = post_rounds(client, pk, {"round": 1, "metrics": {"loss": 0.6, "x": 1}})
+    assert changed.status_code == 409 and "already recorded" in changed.json()["detail"]
+    assert RoundMetric.objects.filter(experiment_id=pk).count() == 2
+
+
+def test_rounds_going_backwards_conflict(run):
+    pk, client = run
+    assert post_rounds(client, pk, {"round": 5, "metrics": {"loss": 0.5}}).status_code == 201
+    r = post_rounds(client, pk, {"round": 3, "metrics": {"loss": 0.5}})
+    assert r.status_code == 409 and "backwards" in r.json()["detail"]
+    r = post_rounds(client, pk, {"round": 7, "metrics": {}}, {"round": 6, "metrics": {}})
+    assert r.status_code == 400 and "rounds" in r.json()
+    assert list(RoundMetric.objects.filter(experiment_id=pk).values_list("round", flat=True)) == [5]
+
+
+def test_run_token_is_scoped_to_its_run(alice, run):
+    pk, client = run
+    other = alice.post("/api/external/runs/", {"name": "other"}, format="json").json()["id"]
+    assert post_rounds(client, other, {"round": 1, "metrics": {}}).status_code == 404
+    assert client.get("/api/experiments/").status_code == 401
+    assert client.get(f"/api/experiments/{pk}/").status_code == 401
+    assert client.post("/api/external/runs/", {"name": "x"}, format="json").status_code == 401
+    assert client.post(f"/api/external/runs/{other}/finish/").status_code == 404
+    # a user token is not a run token
+    assert alice.post(f"/api/external/runs/{pk}/rounds/", {"rounds": []}, format="json").status_code in (401, 403)
+    assert not RoundMetric.objects.exists()
+
+
+def test_revoked_and_expired_tokens(alice, run):
+    pk, client = run
+    bob = user_client("bob")
+    assert bob.post(f"/api/external/runs/{pk}/revoke/").status_code == 404
+    assert alice.post(f"/api/external/runs/{pk}/revoke/").status_code == 200
+    r = post_rounds(client, pk, {"round": 1, "metrics": {}})
+    assert r.status_code == 401 and "revoked" in r.json()["detail"]
+    created = alice.post("/api/external/runs/", {"name": "e"}, format="json").json()
+    ExternalRun.objects.filter(experiment_id=created["id"]).update(expires=timezone.now() - timedelta(seconds=1))
+    r = post_rounds(run_client(created["token"]), created["id"], {"round": 1, "metrics": {}})
+    assert r.status_code == 401 and "expired" in r.json()["detail"]
+    assert not RoundMetric.objects.exists()
+
+
+@override_settings(FEDWEB_EXTERNAL_RATE=3)
+def test_rate_limited_per_token(alice, run):
+    pk, client = run
+    codes = [post_rounds(client, pk, {"round": n, "metrics": {}}).status_code for n in range(1, 6)]
+    assert codes[:3] == [201, 201, 201] and codes[3] == 429
+    r = post_rounds(client, pk, {"round": 9, "metrics": {}})
+    assert r.status_code == 429 and int(r["Retry-After"]) > 0
+    # another run's token has its own budget
+    created = alice.post("/api/external/runs/", {"name": "e"}, format="json").json()
+    assert post_rounds(run_client(created["token"]), created["id"], {"round": 1, "metrics": {}}).status_code == 201
+
+
+@override_settings(FEDWEB_EXTERNAL_CRASH_AFTER=60)
+def test_silent_run_crashes_and_a_report_revives_it(run):
+    pk, client = run
+    ExternalRun.objects.filter(experiment_id=pk).update(last_report=timezone.now() - timedelta(seconds=61))
+    assert mark_crashed() == [pk]
+    assert Experiment.objects.get(pk=pk).status == Status.CRASHED
+    assert post_rounds(client, pk, {"round": 1, "metrics": {"loss": 1.0}}).status_code == 201
+    assert Experiment.objects.get(pk=pk).status == Status.RUNNING
+    assert mark_crashed() == []
+
+
+def test_external_runs_are_never_scheduled(run):
+    pk, _ = run
+    experiment = Experiment.objects.get(pk=pk)
+    assert not experiment.start() and not experiment.pause() and not experiment.resume()
+    assert experiment.queue == "inline" and experiment.dispatched_round == 0
+
+
+@override_settings(FEDWEB_EXTERNAL_MAX_METRICS=3)
+def test_custom_metric_names_are_bounded_per_run(run):
+    pk, client = run
+    assert post_rounds(client, pk, {"round": 1, "metrics": {"a": 1, "b": 2}}).status_code == 201
+    r = post_rounds(client, pk, {"round": 2, "metrics": {"c": 1, "d": 2}})
+    assert r.status_code == 400 and "metrics" in r.json()
+    assert not RoundMetric.objects.filter(experiment_id=pk, round=2).exists()
