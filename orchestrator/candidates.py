@@ -8,7 +8,6 @@ accumulated round seconds, and which live workers have room (and which plugins t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
@@ -16,26 +15,10 @@ from django.db.models import Avg, F, Max, Q, Sum
 from django.utils import timezone
 
 from orchestrator.models import ACTIVE, Experiment, RoundMetric, Worker
+from orchestrator.placement import WorkerRoom
 from orchestrator.policies import Candidate, QueueView
-from workers.engine import provenance
 
 DEFAULT_PROBE_ROUND_SECONDS = 1.0  # srtf's guess for a round when no experiment of the queue has run one
-
-
-@dataclass
-class WorkerRoom:
-    """A live worker serving the queue: how many rounds it may run at once and what it runs now."""
-
-    hostname: str
-    slots: int
-    capacity_mb: float  # the memory budget `pack` fits rounds into (0: never pack)
-    sends: int  # its send counter when read: packing it again requires it unchanged
-    in_flight_mem_mb: list[float | None] = field(default_factory=list)  # one per round held or sent to it
-    plugins: list[dict] = field(default_factory=list)  # registry.installed_plugins() of its last heartbeat
-
-    def has_plugins(self, recorded: list[dict]) -> bool:
-        """May this worker run a round of an experiment that recorded ``recorded`` plugins?"""
-        return not provenance.missing(recorded, self.plugins)
 
 
 def policy_for(queue: str) -> str:
