@@ -48,10 +48,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Options
-from benchmarks.sched_sim import SCALES, Job, Measured, Scale, generate, simulate, summarise
+from benchmarks.sched_sim import SCALES, SWITCHING, Job, Measured, Scale, generate, simulate, summarise
+from benchmarks.sched_summary import format_summary, summarise_seeds
 from orchestrator.policies import POLICIES
 
-SEED = 0
+SEED = 0  # the --real trace's seed
+SEEDS = range(5)  # the simulation's traces
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {
     "seed": 3,
@@ -62,22 +64,32 @@ TINY = {
     "compute": {"device": "cpu"},
 }
 _MEASURE = """
-import json, sys, psutil
+import json, sys, tempfile, time, psutil
+from workers.engine import runner
+from workers.engine.checkpoint import read_checkpoint
 from workers.engine.presets import preset_spec
-from workers.engine.runner import Simulation
 from workers.engine.spec import Spec
 base, other = sys.argv[1], json.loads(sys.argv[2])
 spec = preset_spec("quickstart").replace(rounds=4, compute={"device": "cpu"}) if base == "quickstart" else Spec.from_dict(other)
 before = psutil.Process().memory_info().rss / 2**20
-sim = Simulation(spec)
+sim = runner.Simulation(spec)
 rounds = sim.run()
-print(json.dumps({"seconds": [r.round_seconds for r in rounds[1:]], "rss": max(r.rss_mb for r in rounds) - before}))
+path = tempfile.mkdtemp() + "/state.safetensors"; sim.save_checkpoint(path)
+t0 = time.perf_counter(); runner.Simulation(spec); build = time.perf_counter() - t0  # warm, as in a worker
+t0 = time.perf_counter(); data = runner.build_data(spec.data, spec.seed); data_s = time.perf_counter() - t0
+runner.build_data = lambda *a, **k: data  # a worker's data cache: the dataset is already built
+t0 = time.perf_counter(); again = runner.Simulation(spec); again.load_state_dict(*read_checkpoint(path))
+state_s = time.perf_counter() - t0
+print(json.dumps({"seconds": [r.round_seconds for r in rounds[1:]], "rss": max(r.rss_mb for r in rounds) - before,
+                  "build": build, "data": data_s, "state": state_s}))
 """
 
 
 def measure_base(base: str, spec: dict[str, Any] | None = None, threads: int | None = None) -> Measured:
     """Run a few real rounds of ``base`` (the quickstart preset, else ``spec``, by default the tiny one)
-    in a fresh process, on ``threads`` torch threads (default: torch's); see the module docstring."""
+    in a fresh process, on ``threads`` torch threads (default: torch's), and time what a switch costs:
+    building its dataset uncached, building its Simulation from nothing, and building one on cached
+    data and loading a published round state; see the module docstring."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
@@ -89,26 +101,33 @@ def measure_base(base: str, spec: dict[str, Any] | None = None, threads: int | N
     seconds = data["seconds"]
     mean = sum(seconds) / len(seconds)
     sd = (sum((s - mean) ** 2 for s in seconds) / len(seconds)) ** 0.5
-    return Measured(base, mean, sd / mean, max(1.0, data["rss"]))
+    return Measured(base, mean, sd / mean, max(1.0, data["rss"]), data["data"], data["state"], data["build"])
 
 
-def policy_table(jobs: list[Job], scale: Scale, probe: float) -> dict[str, dict[str, float]]:
+def policy_table(
+    jobs: list[Job], scale: Scale, probe: float, switching: str = "free", costs: dict[str, Measured] | None = None
+) -> dict[str, dict[str, float]]:
     """Every policy on the same trace: ``{policy: metrics}``."""
-    return {p: summarise(simulate(jobs, p, scale, probe), jobs, scale.workers) for p in POLICIES}
+    return {
+        p: summarise(simulate(jobs, p, scale, probe, switching=switching, costs=costs), jobs, scale.workers)
+        for p in POLICIES
+    }
 
 
 def format_table(rows: dict[str, dict[str, float]]) -> str:
-    """The Markdown table printed and put in the README."""
+    """One seed's Markdown table (the tests' and a quick look's)."""
     fifo = rows["fifo"]["mean_completion_s"]
     lines = [
-        "| policy | mean completion s | vs fifo | p95 completion s | makespan s | utilisation | work/dev | Jain |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| policy | mean completion s | vs fifo | p95 completion s | makespan s | utilisation | work/dev "
+        "| Jain user | Jain team | switches | rebuilds | replayed rounds | switch s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for p, r in rows.items():
         lines.append(
             f"| {p} | {r['mean_completion_s']:,.0f} | {r['mean_completion_s'] / fifo:.2f}x "
             f"| {r['p95_completion_s']:,.0f} | {r['makespan_s']:,.0f} | {r['utilisation']:.1%} "
-            f"| {r['work_per_device_s']:.2f} | {r['jain']:.3f} |"
+            f"| {r['work_per_device_s']:.2f} | {r['jain_user']:.3f} | {r['jain_team']:.3f} | {r['switches']} "
+            f"| {r['rebuilds']} | {r['replayed_rounds']} | {r['switch_seconds']:.1f} |"
         )
     return "\n".join(lines)
 
@@ -119,32 +138,37 @@ def run(opts: Options) -> dict[str, Any]:
         return run_real_table(opts)
     scale = SCALES[opts.size]
     measured = [measure_base("tiny"), measure_base("quickstart")]
-    jobs = generate(scale, measured, SEED)
+    costs = {m.base: m for m in measured}
     probe = min(m.mean_seconds for m in measured)
     t0 = time.perf_counter()
-    rows = policy_table(jobs, scale, probe)
+    runs = {
+        switching: {
+            seed: policy_table(generate(scale, measured, seed), scale, probe, switching, costs) for seed in SEEDS
+        }
+        for switching in SWITCHING
+    }
     wall = time.perf_counter() - t0
-    table = format_table(rows)
+    summary = summarise_seeds(runs)
+    table = format_summary(summary)
     print(table, flush=True)
-    fifo = rows["fifo"]["mean_completion_s"]
-    ratios = {p: r["mean_completion_s"] / fifo for p, r in rows.items()}
+    srtf, pack = (summary["state"][p]["vs_fifo"]["median"] for p in ("srtf", "pack"))
     return {
         "mode": "simulation",
         "device": f"simulated {scale.workers} workers",
         "precision": opts.precision,
         "wall_seconds": wall,
-        "seed": SEED,
+        "seeds": list(SEEDS),
         "scale": scale.__dict__,
         "measured": [m.__dict__ for m in measured],
         "probe_round_seconds": probe,
-        "experiments": len(jobs),
-        "total_work_s": sum(j.work for j in jobs),
-        "policies": rows,
+        "experiments": scale.experiments,
+        "runs": runs,
+        "summary": summary,
         "table": table,
         "anchor": "Salus (MLSys 2020): SRTF and packing cut mean completion time substantially vs FIFO",
-        "anchor_ratio": ratios["srtf"],
-        "anchor_summary": f"mean completion vs fifo: srtf {ratios['srtf']:.2f}x, pack {ratios['pack']:.2f}x, "
-        f"fair {ratios['fair']:.2f}x, priority {ratios['priority']:.2f}x",
+        "anchor_ratio": srtf,
+        "anchor_summary": f"state-load switches, median over {len(SEEDS)} seeds, mean completion vs fifo: "
+        f"srtf {srtf:.2f}x, pack {pack:.2f}x",
     }
 
 
