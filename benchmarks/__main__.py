@@ -2,7 +2,8 @@
 
 Runs one benchmark (or ``all``), writes ``benchmarks/results/<name>-<size>-<devicekind>.json``
 (``$FEDWEB_BENCH_RESULTS`` overrides the folder) and prints a table row per benchmark. ``shards`` and
-``scheduling --real`` start real Celery workers on the Redis at ``$REDIS_URL``; ``all`` leaves ``shards`` out.
+``scheduling --real`` and ``e2e_overhead`` start real Celery workers on the Redis at ``$REDIS_URL``;
+``all`` leaves ``shards`` and ``e2e_overhead`` out.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks import (
+    e2e_overhead,
     engine_overhead,
     flute_femnist,
     memory_varying,
@@ -33,8 +35,9 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "engine_overhead": engine_overhead.run,
     "scheduling": scheduling.run,
     "shards": shards.run,
+    "e2e_overhead": e2e_overhead.run,
 }
-NOT_IN_ALL = {"shards"}  # needs a Redis and starts worker processes
+NOT_IN_ALL = {"shards", "e2e_overhead"}  # need a Redis and start worker processes
 
 
 def main(argv: list[str] | None = None) -> int:
