@@ -33,7 +33,7 @@ from benchmarks.sched_trace import SCALES, Job, Measured, Scale, generate, jain
 from orchestrator.placement import Fleet, WorkerRoom, place
 from orchestrator.policies import Candidate, QueueView, decayed, order
 
-__all__ = ["SCALES", "Job", "Measured", "Scale", "SWITCHING", "generate", "jain", "simulate", "summarise"]
+__all__ = ["SCALES", "Job", "Measured", "Scale", "SWITCHING", "MODELS", "generate", "jain", "simulate", "summarise"]
 
 EPS = 1e-9
 CACHE_SIZE = 2  # workers.runtime.CACHE_SIZE: simulations a worker keeps
@@ -41,6 +41,9 @@ DATA_CACHE = 4  # datasets a worker keeps (the trace's datasets are small: the b
 CHECKPOINT_EVERY = 10  # the CHECKPOINT_EVERY default: where a replay starts from
 HALF_LIFE_S = 4 * 3600.0  # the FEDWEB_FAIR_HALF_LIFE default
 SWITCHING = ("free", "replay", "state")
+# The switch-cost models the benchmark compares: (switching, affinity). ``today`` is FedWeb before
+# issue 17 (no affinity, a switch rebuilds and replays); ``state`` is FedWeb with issue 17 done.
+MODELS = {"free": ("free", True), "today": ("replay", False), "replay": ("replay", True), "state": ("state", True)}
 
 
 @dataclass
@@ -93,12 +96,14 @@ class _Fleet:
         costs: dict[str, Measured] | None = None,
         hostnames: list[str] | None = None,
         half_life: float = HALF_LIFE_S,
+        affinity: bool = True,
     ) -> None:
         if switching not in SWITCHING:
             raise ValueError(f"switching: unknown {switching!r}; expected one of {', '.join(SWITCHING)}")
         self.jobs = {j.experiment_id: j for j in jobs}
         self.policy, self.scale, self.probe, self.switching, self.half_life = policy, scale, probe, switching, half_life
         self.costs = costs or {}
+        self.affinity = affinity  # False: placement never learns who holds what (FedWeb before issue 17)
         self.slots = scale.slots if policy == "pack" else 1
         names = hostnames or [f"w{i}" for i in range(scale.workers)]
         self.devices = [_Device(name) for name in names]
@@ -136,7 +141,8 @@ class _Fleet:
             for d in self.devices
         ]
         free = sum(self.slots - len(d.running) for d in self.devices)
-        fleet = Fleet(rooms, free, dict(self.holder), pack_slots=self.scale.slots, margin=self.scale.margin)
+        holders = dict(self.holder) if self.affinity else {}
+        fleet = Fleet(rooms, free, holders, pack_slots=self.scale.slots, margin=self.scale.margin)
 
         def send(c: Candidate, to: str) -> bool:
             # The shared queue: the broker hands the round to a worker with a free slot.
@@ -252,10 +258,12 @@ def simulate(
     *,
     switching: str = "free",
     costs: dict[str, Measured] | None = None,
+    affinity: bool = True,
 ) -> SimResult:
     """Run the workload on ``scale.workers`` devices under ``policy``; decisions at round boundaries.
-    ``costs``: the measured workloads by name, whose load seconds a switch costs (``switching``)."""
-    fleet = _Fleet(jobs, policy, scale, probe_round_seconds, switching=switching, costs=costs)
+    ``costs``: the measured workloads by name, whose load seconds a switch costs (``switching``);
+    ``affinity=False`` places rounds as FedWeb did before issue 17 (any free worker)."""
+    fleet = _Fleet(jobs, policy, scale, probe_round_seconds, switching=switching, costs=costs, affinity=affinity)
     arrivals = sorted(jobs, key=lambda j: (j.submitted, j.experiment_id))
     now, nxt = 0.0, 0
     while len(fleet.result.finish) < len(jobs):

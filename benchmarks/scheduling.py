@@ -4,13 +4,16 @@ Checks Salus's claim that shortest-remaining-time-first and packing cut mean com
 against FIFO. Every policy of ``orchestrator.policies`` runs the same seeded trace; per policy it reports
 mean and p95 completion time (submit -> finish), makespan, worker utilisation and Jain's fairness index.
 
-How the trace is built (``sched_sim.generate``, seed 0):
+How the traces are built (``sched_trace.generate``, seeds 0-4):
 
-1. **Measured rounds.** Two real engine workloads are run on this machine, each in a fresh subprocess
-   (``workers.engine.runner.Simulation``, CPU): the ``quickstart`` preset (digits, CNN, 10 clients of 100)
-   for 4 rounds and the test suite's tiny spec (digits 8x8, MLP, 4 clients of 20) for 6 rounds. For each:
-   mean seconds per round and its coefficient of variation (after one warm-up round), and the memory
-   footprint = peak RSS during its rounds minus the process's RSS just before the Simulation was built.
+1. **Measured rounds and switches.** Two real engine workloads are run on this machine, each in a fresh
+   subprocess (``workers.engine.runner.Simulation``, CPU): the ``quickstart`` preset (digits, CNN, 10
+   clients of 100) for 4 rounds and the test suite's tiny spec (digits 8x8, MLP, 4 clients of 20) for 6
+   rounds. For each: mean seconds per round and its coefficient of variation (after one warm-up round),
+   the memory footprint (peak RSS during its rounds minus the RSS before the Simulation was built), and
+   what a switch costs: building its dataset uncached (``data_load_s``), building its Simulation from
+   nothing in a warm process (``build_s``), and building one on the already-built dataset and loading
+   the round state it published (``state_load_s``).
 2. **Scaling into a distribution.** Each experiment picks one measured workload at random and a size
    multiplier ``k`` log-uniform in ``[1, size_max]`` (6 small, 40 full): its round takes ``k x`` the measured
    mean, each round jittered by ``N(1, cv)`` with the measured cv; its peak memory is ``k x footprint x s``,
@@ -20,19 +23,25 @@ How the trace is built (``sched_sim.generate``, seed 0):
    three users are in a team, whose share key then counts for ``fair``. Priority is 0 (60%), 1 or 2.
    Arrivals are Poisson, with the window set so offered load = 120% of the fleet (a contended fleet, as in Salus).
 
-The simulation (``sched_sim.simulate``) is a discrete-event fleet of N devices (2 small, 64 full), each
-running one round at a time, decided at round boundaries with ``orchestrator.policies.order`` (idle devices
-first); under ``pack`` a busy device takes a second round (``FEDWEB_PACK_SLOTS`` = 2) when
-``orchestrator.policies.pack_fits`` says so (10% margin; unknown memory runs alone). What packing costs in
-speed is **assumed, not measured**: a round uses a fraction ``0.2 + 0.8 sqrt(k / size_max)`` of a device's
-compute alone, and rounds packed on one device share it (processor sharing: all run at full speed while
-their fractions sum to <= 1, else each slows by that sum). The age boost is the default 600 s; srtf's probe
-estimate for an unmeasured experiment is the cheaper measured workload's mean round.
+The simulation (``sched_sim.simulate``) is a discrete-event fleet of N devices (2 small, 64 full), decided
+at round boundaries by production's own ``orchestrator.policies.order`` and ``orchestrator.placement.place``
+(the worker that holds the experiment when it has a free slot, else the shared queue, which the first
+free device takes; under ``pack`` a busy device takes a second round, ``FEDWEB_PACK_SLOTS`` = 2, when
+``pack_fits`` says so, 10% margin; unknown memory runs alone). What packing costs in speed is **assumed,
+not measured**: a round uses a fraction ``0.2 + 0.8 sqrt(k / size_max)`` of a device's compute alone, and
+rounds packed on one device share it (processor sharing). The age boost is the default 600 s; srtf's
+probe estimate for an unmeasured experiment is the cheaper measured workload's mean round.
 
-Metrics: utilisation = device-seconds with a round in flight / (devices x makespan); ``work/dev`` = alone-speed
-round-seconds done per device-second (above utilisation only when packing overlaps rounds); fairness =
-Jain's index of the per-share-key allocation (rounds in flight) among share keys that have a round waiting,
-averaged over the time at least two such keys compete (1 = they hold equal numbers of devices).
+Every policy runs every seed under four switch-cost models (``sched_sim.MODELS``): ``free`` (a switch costs
+nothing: the figures before issue 17), ``today`` (FedWeb before issue 17: no affinity, a switch rebuilds
+from the last checkpoint and replays the rounds since), ``replay`` (affinity, but switches still replay)
+and ``state`` (affinity, and a switch loads the published round state: issue 17).
+
+Metrics (medians over the seeds; each ratio to fifo also with its min and max): utilisation = device-seconds
+with a round in flight / (devices x makespan); Jain = Jain's index of the rounds in flight per user (and
+per share key: team, or user without one) among all those with an experiment submitted and unfinished,
+averaged over the whole run; switches = rounds run on a device that did not hold the experiment at that
+round; rebuilds and replayed rounds (the replay models); switch s = the seconds switches cost.
 
 ``--real`` runs the small trace for real instead, on two local CPU workers per policy (see ``sched_real.py``).
 """
@@ -48,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Options
-from benchmarks.sched_sim import SCALES, SWITCHING, Job, Measured, Scale, generate, simulate, summarise
+from benchmarks.sched_sim import MODELS, SCALES, Job, Measured, Scale, generate, simulate, summarise
 from benchmarks.sched_summary import format_summary, summarise_seeds
 from orchestrator.policies import POLICIES
 
@@ -105,11 +114,14 @@ def measure_base(base: str, spec: dict[str, Any] | None = None, threads: int | N
 
 
 def policy_table(
-    jobs: list[Job], scale: Scale, probe: float, switching: str = "free", costs: dict[str, Measured] | None = None
+    jobs: list[Job], scale: Scale, probe: float, model: str = "free", costs: dict[str, Measured] | None = None
 ) -> dict[str, dict[str, float]]:
-    """Every policy on the same trace: ``{policy: metrics}``."""
+    """Every policy on the same trace under one switch-cost model (``sched_sim.MODELS``): ``{policy: metrics}``."""
+    switching, affinity = MODELS[model]
     return {
-        p: summarise(simulate(jobs, p, scale, probe, switching=switching, costs=costs), jobs, scale.workers)
+        p: summarise(
+            simulate(jobs, p, scale, probe, switching=switching, costs=costs, affinity=affinity), jobs, scale.workers
+        )
         for p in POLICIES
     }
 
@@ -142,10 +154,8 @@ def run(opts: Options) -> dict[str, Any]:
     probe = min(m.mean_seconds for m in measured)
     t0 = time.perf_counter()
     runs = {
-        switching: {
-            seed: policy_table(generate(scale, measured, seed), scale, probe, switching, costs) for seed in SEEDS
-        }
-        for switching in SWITCHING
+        model: {seed: policy_table(generate(scale, measured, seed), scale, probe, model, costs) for seed in SEEDS}
+        for model in MODELS
     }
     wall = time.perf_counter() - t0
     summary = summarise_seeds(runs)

@@ -104,7 +104,7 @@ def test_it_runs_the_scheduling_benchmark_from_the_command_line(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads((tmp_path / "scheduling-small-cpu.json").read_text())
     assert set(record["summary"]["state"]) == set(POLICIES) and record["experiments"] == 30
-    assert len(record["seeds"]) >= 5 and set(record["summary"]) == {"free", "replay", "state"}
+    assert len(record["seeds"]) >= 5 and set(record["summary"]) == {"free", "today", "replay", "state"}
     assert all(m["state_load_s"] > 0 and m["data_load_s"] > 0 for m in record["measured"])
     assert record["scale"]["workers"] == 2
     assert all(m["mean_seconds"] > 0 and m["footprint_mb"] >= 1 for m in record["measured"])

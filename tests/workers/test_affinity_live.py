@@ -15,7 +15,7 @@ SPEC = {**TINY_SPEC, "local": {"epochs": 3}, "evaluation": {"every": 100}}
 
 def _switches(e: Experiment) -> list[str]:
     """Log lines of a worker that did not hold the experiment at the round it had to run."""
-    rows = e.log_entries.filter(message__regex=r"Rebuilt|replaying").values_list("message", flat=True)
+    rows = e.log_entries.filter(message__regex=r"Rebuilt|replaying|loaded the state").values_list("message", flat=True)
     return list(rows)
 
 
