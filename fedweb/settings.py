@@ -35,6 +35,9 @@ SECRET_KEY = secret_key(FEDWEB_DATA_DIR / "secret_key")
 FEDWEB_QUEUES = env_list("FEDWEB_QUEUES", ["cpu", "gpu"])
 CHECKPOINT_EVERY = env_int("CHECKPOINT_EVERY", 10, min_value=1)
 CHECKPOINT_KEEP = env_int("CHECKPOINT_KEEP", 3, min_value=1)
+# Built federated datasets each worker process keeps for the next experiment on the same data
+# (workers/engine/data/cache.py), in bytes of tensors; least recently used evicted first.
+FEDWEB_DATA_CACHE_BYTES = env_bytes("FEDWEB_DATA_CACHE_BYTES", 2 * 10**9)
 # A worker whose last heartbeat is older than this is shown as lost.
 WORKER_LOST_AFTER = env_int("WORKER_LOST_AFTER", 60, min_value=1)
 HEARTBEAT_INTERVAL = env_int("HEARTBEAT_INTERVAL", 5, min_value=1)

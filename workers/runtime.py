@@ -1,14 +1,17 @@
-"""Engine handling inside a worker process: a bounded simulation cache, rebuilding from
-checkpoints, checkpoint files, and the out-of-memory retry.
+"""Engine handling inside a worker process: a bounded simulation cache, switching between
+experiments by loading their round state, checkpoint files, and the out-of-memory retry.
 
 Any worker can continue any experiment: the cache is only a shortcut. Without a cached
-simulation at the right round, one is rebuilt from the latest checkpoint and the rounds after it
-are replayed (the engine is deterministic given its state, so replay reproduces them exactly).
+simulation at the right round, the worker loads the state the previous round published
+(workers/round_state.py) into the simulation it holds, or into a new one built on data the
+process keeps loaded (workers/engine/data/cache.py): a switch costs a state load, never a replay.
+Replay is only the crash path, for a round whose state was never published (or is torn).
 """
 
 from __future__ import annotations
 
 import gc
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +21,11 @@ from django.conf import settings
 
 from orchestrator.limits import datasets_root
 from orchestrator.models import Checkpoint, Experiment, checkpoint_folder
-from workers.engine.checkpoint import read_checkpoint
+from workers import round_state
+from workers.engine.data import cache as data_cache
 from workers.engine.result import RoundResult
 from workers.engine.runner import Simulation
+from workers.engine.spec import Spec
 from workers.progress import LogLine
 
 # Two entries: the experiment running now and the one it interleaves with on this worker. More
@@ -73,13 +78,11 @@ def _simulation_for(
     """A simulation that has completed exactly ``round_number - 1`` rounds."""
     want = round_number - 1
     entry = _cache.pop(experiment.pk, None)
-    if entry is not None and entry.sim.round < want and group_size is None and entry.sim.spec.compute.shards != 1:
-        _catch_up(experiment, entry.sim, want)
-    if entry is not None and (entry.sim.round != want or group_size is not None):
-        entry.sim.close()
+    if entry is not None and group_size is not None:
+        entry.sim.close()  # after an out-of-memory error: new trainers, from the published state
         entry = None
-    if entry is None:
-        entry = _rebuild(experiment, want, log_line, group_size or experiment.client_group_size)
+    if entry is None or entry.sim.round != want:
+        entry = _switch(experiment, want, entry, log_line, group_size or experiment.client_group_size)
     _cache[experiment.pk] = entry
     while len(_cache) > CACHE_SIZE:
         _, evicted = _cache.popitem(last=False)
@@ -88,32 +91,67 @@ def _simulation_for(
     return entry
 
 
-def _rebuild(experiment: Experiment, want: int, log_line: LogLine, group_size: int | None) -> _Entry:
-    checkpoint = experiment.latest_checkpoint(at_most=want)
-    if checkpoint is not None and Path(checkpoint.path).exists():
-        sim = Simulation.from_checkpoint(checkpoint.path, data_root=datasets_root())
-        origin = f"the checkpoint of round {checkpoint.round}"
-    else:
-        sim = Simulation(experiment.parsed_spec(), data_root=datasets_root())
-        origin = "the start"
+def _switch(
+    experiment: Experiment, want: int, entry: _Entry | None, log_line: LogLine, group_size: int | None
+) -> _Entry:
+    """Bring ``entry`` (or a new simulation) to the end of round ``want`` by loading the state that
+    round published (round_state); without one, the crash path: replay."""
+    started = time.perf_counter()
+    builds = data_cache.shared.builds
+    state = round_state.read(round_state.state_path(experiment.pk, want), want) if want > 0 else None
+    if want > 0 and state is None:
+        return _replay(experiment, want, entry, log_line, group_size)
+    if entry is None:
+        spec = Spec.from_stored(state[1]["spec"]) if state else experiment.parsed_spec()
+        entry = _build(spec, log_line, group_size)
+    if state is not None:
+        entry.sim.load_state_dict(*state)
+    data = "data cached" if data_cache.shared.builds == builds else "data built"
+    what = f"loaded the state of round {want}" if want > 0 else "built the simulation"
+    seconds = time.perf_counter() - started
+    log_line("info", f"Round {want + 1} on {experiment.worker or 'this worker'}: {what} in {seconds:.2f} s ({data})")
+    return entry
+
+
+def _build(spec: Spec, log_line: LogLine, group_size: int | None) -> _Entry:
+    data_cache.shared.resize(settings.FEDWEB_DATA_CACHE_BYTES)  # the operator's bound (the CLI keeps the default)
+    sim = Simulation(spec, data_root=datasets_root())
     for note in sim.notes:  # e.g. a plugin model that trains sequentially, and why
         log_line("warning", note)
     if group_size is not None and group_size != sim.spec.compute.client_group_size:
         sim.set_client_group_size(group_size)
-    group_size = sim.spec.compute.client_group_size
-    if sim.round < want:
-        log_line("info", f"Rebuilt from {origin}; replaying rounds {sim.round + 1}..{want}")
-    while sim.round < want:
-        sim.next_round()  # already recorded: the results are discarded, only the state matters
-    return _Entry(sim, group_size)
+    return _Entry(sim, sim.spec.compute.client_group_size)
 
 
-def _catch_up(experiment: Experiment, sim: Simulation, want: int) -> None:
-    """Load the published checkpoint of round ``want`` into a cached simulation behind it: a sharded
-    experiment's rounds are concluded by any worker, which writes one after every round."""
-    checkpoint = experiment.checkpoints.filter(round=want).first()
-    if checkpoint is not None and Path(checkpoint.path).exists():
-        sim.load_state_dict(*read_checkpoint(checkpoint.path))
+def _replay(
+    experiment: Experiment, want: int, entry: _Entry | None, log_line: LogLine, group_size: int | None
+) -> _Entry:
+    """The crash path: round ``want`` published no readable state (its worker died first, or the
+    file is torn). Continue from the newest readable origin before it and replay the rounds since."""
+    if entry is not None and entry.sim.round <= want:
+        origin = f"the simulation this worker holds at round {entry.sim.round}"
+    else:
+        if entry is not None:
+            entry.sim.close()
+        entry, origin = None, "the start"
+        for round_number, path in round_state.origins(experiment, want):
+            state = round_state.read(path, round_number)
+            if state is not None:
+                entry = _build(Spec.from_stored(state[1]["spec"]), log_line, group_size)
+                entry.sim.load_state_dict(*state)
+                kind = "state" if path.name.startswith("state-") else "checkpoint"
+                origin = f"the {kind} of round {round_number}"
+                break
+        entry = entry or _build(experiment.parsed_spec(), log_line, group_size)
+    worker = experiment.worker or "this worker"
+    log_line(
+        "warning",
+        f"Round {want + 1} on {worker}: no readable state of round {want}; "
+        f"replaying rounds {entry.sim.round + 1}..{want} from {origin}",
+    )
+    while entry.sim.round < want:
+        entry.sim.next_round()  # already recorded: the results are discarded, only the state matters
+    return entry
 
 
 def forget(experiment_id: int) -> None:
@@ -127,6 +165,15 @@ def _free_memory() -> None:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+def publish_state(experiment: Experiment, sim: Simulation, log_line: LogLine) -> None:
+    """Publish the state after round ``sim.round`` for whichever worker runs the next one. A failed
+    write (a full disk) does not fail the round: the next round takes the crash path and replays."""
+    try:
+        round_state.publish(experiment.pk, sim)
+    except OSError as e:
+        log_line("warning", f"Could not publish the state of round {sim.round} ({e}); the next round may replay")
 
 
 def checkpoint_due(round_number: int, total_rounds: int) -> bool:

@@ -1,9 +1,9 @@
 """A shard of a sharded round, on whichever worker took it (``orchestrator.sharding`` keeps the rows).
 
-The worker brings its simulation to the end of the previous round (its cache, or the round's
-published checkpoint, which the round before wrote), plans the round (every worker plans alike),
+The worker brings its simulation to the end of the previous round (its cache, or the round
+state the round before published), plans the round (every worker plans alike),
 trains its shard into a partial-sum file, and, when it finds every shard done, concludes the
-round: sums the partials in shard order, steps the server, writes the next published checkpoint,
+round: sums the partials in shard order, steps the server, publishes the round state,
 records the round and lets the scheduler send the next one.
 """
 
@@ -58,7 +58,9 @@ def _run(experiment, row, worker: str):
         partials = [shards.read_partial(sharding.partial_path(experiment.pk, row.round, k)) for k in range(row.of)]
         t0 = time.perf_counter() - (timezone.now() - row.created).total_seconds()  # since the round fanned out
         result = shards.conclude_round(sim, planned, partials, t0=t0)
-        runtime.save_checkpoint(experiment, sim)  # the next round's published model
+        runtime.publish_state(experiment, sim, log_line)  # the next round's shards load it
+        if runtime.checkpoint_due(row.round, experiment.total_rounds):
+            runtime.save_checkpoint(experiment, sim)
     except Exception as e:
         log.exception("shard %s of round %s of experiment %s failed", row.index, row.round, experiment.pk)
         runtime.forget(experiment.pk)

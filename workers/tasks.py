@@ -84,6 +84,7 @@ def _execute(experiment_id: int, round_number: int, worker: str, log_line):
 
             eps = spent_epsilon(sim.spec, round_number)
             metrics["dp_epsilon"] = eps if eps is not None and eps < float("inf") else None  # JSON has no ∞
+        runtime.publish_state(experiment, sim, log_line)  # before the row: a re-run of this round loads state r-1
         RoundMetric.record(experiment, metrics)
         if runtime.checkpoint_due(round_number, experiment.total_rounds):
             runtime.save_checkpoint(experiment, sim)

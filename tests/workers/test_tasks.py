@@ -44,7 +44,12 @@ def test_it_runs_all_rounds_and_keeps_the_last_checkpoints(user):
     assert list(Checkpoint.objects.filter(experiment=e).values_list("round", flat=True)) == [4, 5]
     assert all(Path(c.path).exists() and c.size_bytes > 0 for c in e.checkpoints.all())
     folder = Path(e.checkpoints.first().path).parent
-    assert sorted(p.name for p in folder.iterdir()) == ["round-000004.safetensors", "round-000005.safetensors"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "round-000004.safetensors",
+        "round-000005.safetensors",
+        "state-000004.safetensors",  # the round state of the newest two rounds (workers/round_state.py)
+        "state-000005.safetensors",
+    ]
 
 
 def test_it_enqueues_the_next_round_on_the_experiments_queue(user, enqueued):
@@ -65,9 +70,9 @@ def test_it_does_nothing_for_duplicate_late_or_unknown_deliveries(user):
     assert _rounds(e) == [1]
 
 
-def test_it_rebuilds_from_checkpoints_and_matches_an_uninterrupted_run(user, monkeypatch):
+def test_it_loads_the_round_state_on_a_fresh_worker_and_matches_an_uninterrupted_run(user, monkeypatch):
     reference = _inline(_experiment(user, rounds=6))
-    # Now as if every round ran on a fresh worker: nothing cached, state from checkpoint + replay.
+    # Now as if every round ran on a fresh worker: nothing cached, the previous round's state loaded.
     e = _experiment(user, rounds=6)
     e.start(enqueue=False)
     for r in range(1, 7):
@@ -78,9 +83,8 @@ def test_it_rebuilds_from_checkpoints_and_matches_an_uninterrupted_run(user, mon
     got = list(e.rounds.values_list("test_loss", "test_accuracy", "train_loss"))
     want = list(reference.rounds.values_list("test_loss", "test_accuracy", "train_loss"))
     assert got == want
-    assert e.log_entries.filter(
-        message__contains="Rebuilt from the checkpoint of round 2; replaying rounds 3..3"
-    ).exists()
+    assert e.log_entries.filter(message__contains="Round 3 on w3: loaded the state of round 2 in").exists()
+    assert not e.log_entries.filter(message__contains="replaying").exists()
 
 
 def test_it_keeps_the_cache_bounded(user):
@@ -164,7 +168,7 @@ def test_it_pauses_at_the_round_boundary_and_resumes_without_gaps(user, monkeypa
     e = _inline(_experiment(user))
     assert e.status == Status.PAUSED and _rounds(e) == [1, 2]  # the running round is kept
     monkeypatch.setattr(runtime, "train_round", original)
-    runtime._cache.clear()  # resume on another worker: from the checkpoint of round 2
+    runtime._cache.clear()  # resume on another worker: from the state of round 2
     assert e.resume()
     assert enqueued == []  # an inline run's rounds are never sent to a broker: run_inline goes on
     e = run_inline(e)
@@ -206,7 +210,7 @@ def test_it_keeps_the_smaller_group_size_after_oom_when_rebuilt_elsewhere(user, 
     execute_round(e.pk, 1, worker="w1", dispatch=False)
     execute_round(e.pk, 2, worker="w1", dispatch=False)  # OOM once, retried with 32
     assert Experiment.objects.get(pk=e.pk).client_group_size == 32
-    runtime._cache.clear()  # the next round runs on a fresh worker: rebuilt from the checkpoint
+    runtime._cache.clear()  # the next round runs on a fresh worker: from the state of round 2
     execute_round(e.pk, 3, worker="w2", dispatch=False)
     assert calls[-1] == (3, 32)
 

@@ -20,11 +20,13 @@ CHECKPOINT_FORMAT = 1  # bump when the tensors or metadata change meaning; old f
 _META_KEY = "fedweb"
 
 
-def write_checkpoint(path: str | Path, tensors: dict[str, torch.Tensor], meta: dict) -> int:
+def write_checkpoint(path: str | Path, tensors: dict[str, torch.Tensor], meta: dict, *, fsync: bool = True) -> int:
     """Write ``tensors`` and ``meta`` (JSON-able) to ``path`` atomically; returns the file's size.
 
-    The file is written under a temporary name in the same folder, flushed to disk, then moved
-    over ``path`` with ``os.replace`` (atomic within one file system).
+    The file is written under a temporary name in the same folder, flushed to disk (unless
+    ``fsync`` is false), then moved over ``path`` with ``os.replace`` (atomic within one file
+    system). Without the flush a process crash still leaves a whole file (the page cache survives
+    it); only a power cut may leave a torn one, which :func:`read_checkpoint` refuses.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -35,7 +37,8 @@ def write_checkpoint(path: str | Path, tensors: dict[str, torch.Tensor], meta: d
             str(tmp),
             metadata={_META_KEY: json.dumps({**meta, "format": CHECKPOINT_FORMAT})},
         )
-        _flush_to_disk(tmp)
+        if fsync:
+            _flush_to_disk(tmp)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

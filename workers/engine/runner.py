@@ -23,7 +23,7 @@ from workers.engine import probes
 from workers.engine.checkpoint import read_checkpoint, write_checkpoint
 from workers.engine.client import bind_flat
 from workers.engine.codecs import make_codec
-from workers.engine.data import build_data
+from workers.engine.data import cache as data_cache
 from workers.engine.data.base import FederatedData
 from workers.engine.devices import describe, fits_on, resolve_devices
 from workers.engine.evaluation import client_evaluation, evaluate, evaluation_cohort
@@ -69,7 +69,7 @@ class Simulation:
         self.round = 0
         self.rng = np.random.default_rng(spec.seed)
 
-        data = build_data(spec.data, spec.seed, data_root=data_root)
+        data = data_cache.shared.get(spec.data, spec.seed, data_root=data_root)  # built once per process
         self.input_shape = data.input_shape
         # Copies, not views: process isolation moves tensor storage into shared memory, which
         # would leave a NumPy view pointing at freed memory.
