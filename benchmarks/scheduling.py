@@ -75,20 +75,21 @@ TINY = {
 _MEASURE = """
 import json, sys, tempfile, time, psutil
 from workers.engine import runner
-from workers.engine.checkpoint import read_checkpoint
+from workers.engine.checkpoint import read_checkpoint, write_checkpoint
+from workers.engine.data import cache
 from workers.engine.presets import preset_spec
+from workers.engine.round_state import compact_state, complete_state
 from workers.engine.spec import Spec
 base, other = sys.argv[1], json.loads(sys.argv[2])
 spec = preset_spec("quickstart").replace(rounds=4, compute={"device": "cpu"}) if base == "quickstart" else Spec.from_dict(other)
 before = psutil.Process().memory_info().rss / 2**20
 sim = runner.Simulation(spec)
 rounds = sim.run()
-path = tempfile.mkdtemp() + "/state.safetensors"; sim.save_checkpoint(path)
-t0 = time.perf_counter(); runner.Simulation(spec); build = time.perf_counter() - t0  # warm, as in a worker
-t0 = time.perf_counter(); data = runner.build_data(spec.data, spec.seed); data_s = time.perf_counter() - t0
-runner.build_data = lambda *a, **k: data  # a worker's data cache: the dataset is already built
-t0 = time.perf_counter(); again = runner.Simulation(spec); again.load_state_dict(*read_checkpoint(path))
-state_s = time.perf_counter() - t0
+path = tempfile.mkdtemp() + "/state.safetensors"; write_checkpoint(path, *compact_state(sim))  # the published state
+cache.shared.clear(); t0 = time.perf_counter(); runner.Simulation(spec); build = time.perf_counter() - t0  # warm process
+cache.shared.clear(); t0 = time.perf_counter(); cache.shared.get(spec.data, spec.seed); data_s = time.perf_counter() - t0
+t0 = time.perf_counter(); tensors, meta = read_checkpoint(path); again = runner.Simulation(spec)  # data cached
+again.load_state_dict(complete_state(tensors), meta); state_s = time.perf_counter() - t0
 print(json.dumps({"seconds": [r.round_seconds for r in rounds[1:]], "rss": max(r.rss_mb for r in rounds) - before,
                   "build": build, "data": data_s, "state": state_s}))
 """
