@@ -36,9 +36,9 @@ def _ratio(spread: dict[str, float]) -> str:
     return f"{spread['median']:.2f}x ({spread['min']:.2f}-{spread['max']:.2f})"
 
 
-def format_summary(summary: dict[str, Any], switching: str = "state") -> str:
-    """The policy table under ``switching`` (medians over seeds; the ratio with its min-max), then how
-    each switch-cost model changes every policy's ratio to fifo."""
+def format_summary(summary: dict[str, Any], switching: str = "state", models: bool = True) -> str:
+    """The policy table under ``switching`` (medians over seeds; the ratio with its min-max), then (with
+    ``models``) how each switch-cost model changes every policy's ratio to fifo."""
     lines = [
         "| policy | mean completion s | vs fifo (min-max) | p95 completion s | makespan s | utilisation "
         "| Jain user | Jain team | switches | rebuilds | replayed rounds | switch s |",
@@ -52,6 +52,8 @@ def format_summary(summary: dict[str, Any], switching: str = "state") -> str:
             f"| {med['switches']:.0f} | {med['rebuilds']:.0f} | {med['replayed_rounds']:.0f} "
             f"| {med['switch_seconds']:.1f} |"
         )
+    if not models:
+        return "\n".join(lines)
     policies = list(summary[switching])
     lines += ["", "| switch cost | " + " | ".join(f"{p} vs fifo" for p in policies) + " | fifo switch s |"]
     lines.append("|---|" + "---:|" * (len(policies) + 1))
