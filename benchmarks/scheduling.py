@@ -8,7 +8,7 @@ How the traces are built (``sched_trace.generate``, seeds 0-4):
 
 1. **Measured rounds and switches.** Two real engine workloads are run on this machine, each in a fresh
    subprocess (``workers.engine.runner.Simulation``, CPU): the ``quickstart`` preset (digits, CNN, 10
-   clients of 100) for 4 rounds and the test suite's tiny spec (digits 8x8, MLP, 4 clients of 20) for 6
+   clients of 100) for 3 rounds and the test suite's tiny spec (digits 8x8, MLP, 4 clients of 20) for 6
    rounds. For each: mean seconds per round and its coefficient of variation (after one warm-up round),
    the memory footprint (peak RSS during its rounds minus the RSS before the Simulation was built), and
    what a switch costs: building its dataset uncached (``data_load_s``), building its Simulation from
@@ -81,7 +81,7 @@ from workers.engine.presets import preset_spec
 from workers.engine.round_state import compact_state, complete_state
 from workers.engine.spec import Spec
 base, other = sys.argv[1], json.loads(sys.argv[2])
-spec = preset_spec("quickstart").replace(rounds=4, compute={"device": "cpu"}) if base == "quickstart" else Spec.from_dict(other)
+spec = preset_spec("quickstart").replace(rounds=3, compute={"device": "cpu"}) if base == "quickstart" else Spec.from_dict(other)
 before = psutil.Process().memory_info().rss / 2**20
 sim = runner.Simulation(spec)
 rounds = sim.run()
@@ -105,7 +105,7 @@ def measure_base(base: str, spec: dict[str, Any] | None = None, threads: int | N
         env["OMP_NUM_THREADS"] = str(threads)
     proc = subprocess.run(
         [sys.executable, "-c", _MEASURE, base, json.dumps(spec or TINY)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=True,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=True,
     )  # fmt: skip
     data = json.loads(proc.stdout.strip().splitlines()[-1])
     seconds = data["seconds"]
