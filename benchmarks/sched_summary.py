@@ -61,3 +61,15 @@ def format_summary(summary: dict[str, Any], switching: str = "state", models: bo
         ratios = " | ".join(_ratio(rows[p]["vs_fifo"]) for p in policies)
         lines.append(f"| {model} | {ratios} | {rows['fifo']['switch_seconds']['median']:.1f} |")
     return "\n".join(lines)
+
+
+def readme_figures(measured: list[dict[str, float]]) -> dict[str, str]:
+    """The measured switch costs and round times as the README quotes them (same rounding)."""
+    out = {}
+    for m in measured:
+        for key in ("data_load_s", "build_s", "mean_seconds"):
+            out[f"{m['base']}.{key}"] = f"{m[key]:.2f}" if key != "mean_seconds" else f"{m[key]:.1f}"
+        out[f"{m['base']}.state_load_s"] = (
+            f"{m['state_load_s']:.2f}" if m["state_load_s"] >= 0.01 else f"{m['state_load_s']:.4f}"
+        )
+    return out

@@ -58,7 +58,7 @@ from typing import Any
 
 from benchmarks.common import Options
 from benchmarks.sched_sim import MODELS, SCALES, Job, Measured, Scale, generate, simulate, summarise
-from benchmarks.sched_summary import format_summary, summarise_seeds
+from benchmarks.sched_summary import format_summary, readme_figures, summarise_seeds
 from orchestrator.policies import POLICIES
 
 SEED = 0  # the --real trace's seed
@@ -171,6 +171,7 @@ def run(opts: Options) -> dict[str, Any]:
         "seeds": list(SEEDS),
         "scale": scale.__dict__,
         "measured": [m.__dict__ for m in measured],
+        "figures": readme_figures([m.__dict__ for m in measured]),
         "probe_round_seconds": probe,
         "experiments": scale.experiments,
         "runs": runs,
