@@ -101,6 +101,10 @@ def _switch(
     state = round_state.read(round_state.state_path(experiment.pk, want), want) if want > 0 else None
     if want > 0 and state is None:
         return _replay(experiment, want, entry, log_line, group_size)
+    stale = state is None or (group_size is not None and entry is not None and entry.group_size > group_size)
+    if entry is not None and stale:  # round 1 again (a run started over), or smaller groups after an OOM elsewhere
+        entry.sim.close()
+        entry = None
     if entry is None:
         spec = Spec.from_stored(state[1]["spec"]) if state else experiment.parsed_spec()
         entry = _build(spec, log_line, group_size)
