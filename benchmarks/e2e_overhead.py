@@ -13,7 +13,8 @@ Wall seconds per round: the process's wall time over its rounds for ``cli`` and 
 per round of one worker. The overhead of a way is its wall per round over the CLI's in the same
 repeat, minus one (target <= 5%). The ways are interleaved in each repeat (>= 3), so a change in the
 machine's load hits all of them; min, median and max are reported. The engine's own mean
-``round_seconds`` is reported beside each, from its JSON lines (CLI) or the recorded rounds.
+``round_seconds`` is reported beside each, from its JSON lines (CLI) or the recorded rounds, and for the
+worker ways the gap between rounds (from one round's record to the next one's start).
 
 The workers are started once (worker start-up is not counted: a deployment keeps them running); the
 CLI pays its interpreter and torch import in every run, as a user running it does.
@@ -101,8 +102,10 @@ def run(opts: Options) -> dict[str, Any]:
             engine["cli"].append(statistics.mean(seconds))
             walls["worker"].append(_run_experiments(one, spec_path, 1) / rounds)
             walls["2w3e"].append(_run_experiments(two, spec_path, 3) / (3 * rounds / 2))
+        gaps = {}
         for way, fleet in (("worker", one), ("2w3e", two)):
-            engine[way] = fleet.drive("benchmarks.e2e_overhead", {"read": True}, timeout=120)["round_seconds"]
+            read = fleet.drive("benchmarks.e2e_overhead", {"read": True}, timeout=120)
+            engine[way], gaps[way] = read["round_seconds"], _spread(read["gaps_s"])
     overhead = {w: _spread([walls[w][i] / walls["cli"][i] - 1 for i in range(len(walls["cli"]))]) for w in WAYS[1:]}
     rows = {w: {"wall_per_round_s": _spread(walls[w]), "engine_round_s": statistics.mean(engine[w])} for w in WAYS}
     table = format_table(rows, overhead)
@@ -116,6 +119,7 @@ def run(opts: Options) -> dict[str, Any]:
         "walls_per_round_s": walls,
         "ways": rows,
         "overhead_vs_cli": overhead,
+        "gap_between_rounds_s": gaps,
         "table": table,
         "seconds_per_round": rows["worker"]["wall_per_round_s"]["median"],
         "anchor": "issue 17: the web/worker path adds <= 5% over the engine CLI at ~1-second rounds",
@@ -150,7 +154,16 @@ def drive(payload: dict[str, Any]) -> dict[str, Any]:
     from orchestrator.models import RoundMetric
 
     rows = RoundMetric.objects.values("experiment_id").annotate(mean=Avg("round_seconds")).order_by()
-    return {"round_seconds": [row["mean"] for row in rows]}
+    # Between rounds: from one round's record to the next round's start (it ran round_seconds up to its
+    # record), i.e. what recording, publishing and dispatching the next round cost the worker path.
+    gaps, last = [], {}
+    for pk, recorded, seconds in RoundMetric.objects.order_by("experiment_id", "round").values_list(
+        "experiment_id", "recorded", "round_seconds"
+    ):
+        if pk in last:
+            gaps.append((recorded - last[pk]).total_seconds() - seconds)
+        last[pk] = recorded
+    return {"round_seconds": [row["mean"] for row in rows], "gaps_s": gaps}
 
 
 if __name__ == "__main__":
