@@ -116,7 +116,7 @@ def schedule(queue: str) -> list[tuple[int, int]]:
     fleet = placement.Fleet(
         rooms=candidates.live_rooms(queue, now),
         room=_room(queue, now),
-        holders={e.pk: e.worker for e in experiments if e.current_round > 0},
+        holders=_holders(experiments),
         plugins={e.pk: e.plugins for e in experiments if e.plugins},
         pack_slots=settings.FEDWEB_PACK_SLOTS,
     )
@@ -127,6 +127,13 @@ def schedule(queue: str) -> list[tuple[int, int]]:
 
     sent = placement.place(policy, policies.order(policy, ready, view), fleet, view, send, candidates.reserve)
     return [(c.experiment_id, by_id[c.experiment_id].current_round + 1) for c in sent]
+
+
+def _holders(experiments: list[Experiment]) -> dict[int, str]:
+    """The worker that recorded each experiment's last round. Not one that claimed a later round and
+    never recorded it (it died or is dying with its lease run out): affinity would send the round back
+    to it, to wait there until the reconciler noticed it is gone."""
+    return {e.pk: e.worker for e in experiments if e.current_round > 0 and e.claimed_round == e.current_round}
 
 
 def _room(queue: str, now) -> int:

@@ -58,3 +58,17 @@ def test_a_round_sent_to_a_holder_that_died_is_sent_again_to_the_shared_queue(us
     assert (e.pk, 2) in reconcile()
     assert _targets(enqueued)[-1] == "cpu"
     assert e.log_entries.filter(message="Round 2 was sent to w1@h, which stopped answering; sent it again").exists()
+
+
+def test_a_round_whose_holder_let_its_lease_run_out_goes_to_the_shared_queue(user, two_workers, enqueued):
+    e = _new(user, "a")
+    _ran_round_on(e, "w1@h")
+    schedule("cpu")
+    e.refresh_from_db()
+    assert e.claim(2, "w1@h", 1)  # w1 took round 2, then died with it: its lease runs out
+    now = timezone.now()
+    Experiment.objects.filter(pk=e.pk).update(
+        dispatched_at=now - timedelta(seconds=10), lease_expires=now - timedelta(seconds=1)
+    )
+    assert (e.pk, 2) in reconcile()  # w1 still looks live (its last heartbeat is recent)
+    assert _targets(enqueued)[-1] == "cpu"  # not back to w1's own queue
