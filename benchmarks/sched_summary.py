@@ -24,7 +24,8 @@ def summarise_seeds(runs: dict[str, dict[int, dict[str, dict[str, float]]]]) -> 
         policies = next(iter(seeds.values())).keys()
         out[switching] = {}
         for p in policies:
-            row = {m: _spread([seeds[s][p][m] for s in seeds]) for m in METRICS}
+            # The real runs have no work_per_device_s (a simulation-only figure): nan there.
+            row = {m: _spread([seeds[s][p].get(m, float("nan")) for s in seeds]) for m in METRICS}
             row["vs_fifo"] = _spread(
                 [seeds[s][p]["mean_completion_s"] / seeds[s]["fifo"]["mean_completion_s"] for s in seeds]
             )
