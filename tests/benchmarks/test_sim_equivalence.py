@@ -43,7 +43,7 @@ def _world(users: dict, policy: str, settings) -> tuple[dict[str, Experiment], f
     for i, (name, (done, seconds, peak, last, running, priority, owner)) in enumerate(WORLD.items()):
         e = Experiment.objects.create(owner=users[owner], name=name, spec={**TINY_SPEC, "rounds": ROUNDS})
         Experiment.objects.filter(pk=e.pk).update(
-            status="running" if done else "queued", queue="cpu", current_round=done, dispatched_round=done,
+            status="running" if done else "queued", queue="cpu", current_round=done, dispatched_round=done, claimed_round=done,
             worker=last, priority=priority, queued_at=now - timedelta(seconds=100 - i), ready_since=now - timedelta(seconds=5),
         )  # fmt: skip
         for n in range(1, done + 1):
