@@ -2,8 +2,8 @@
 
 Runs one benchmark (or ``all``), writes ``benchmarks/results/<name>-<size>-<devicekind>.json``
 (``$FEDWEB_BENCH_RESULTS`` overrides the folder) and prints a table row per benchmark. ``shards``, ``recovery``,
-``socket_close`` and ``scheduling --real`` start real processes on the Redis at ``$REDIS_URL``; ``all`` leaves
-the first three out.
+``socket_close``, ``viewers``, ``e2e_overhead`` and ``scheduling --real`` start real processes on the Redis at
+``$REDIS_URL``; ``all`` leaves those out, and ``client_log`` (which times no engine).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from benchmarks import (
     client_log,
+    e2e_overhead,
     engine_overhead,
     flute_femnist,
     memory_varying,
@@ -44,9 +45,10 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "socket_close": socket_close.run,
     "viewers": viewers.run,
     "client_log": client_log.run,
+    "e2e_overhead": e2e_overhead.run,
 }
 # Left out of `all`: they need a Redis and start worker or daphne processes, or (client_log) time no engine.
-NOT_IN_ALL = {"shards", "recovery", "socket_close", "viewers", "client_log"}
+NOT_IN_ALL = {"shards", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead"}
 
 
 def main(argv: list[str] | None = None) -> int:

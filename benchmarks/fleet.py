@@ -37,8 +37,9 @@ def redis_url() -> str:
 class LocalFleet:
     """``with LocalFleet(2, {"FEDWEB_POLICY": "cpu=srtf"}) as fleet: fleet.drive("benchmarks.x", payload)``."""
 
-    def __init__(self, workers: int, env: dict[str, str] | None = None) -> None:
+    def __init__(self, workers: int, env: dict[str, str] | None = None, concurrency: int = 1) -> None:
         self.workers = workers
+        self.concurrency = concurrency  # worker processes per worker (pack runs 2 rounds at once on one)
         self.redis_url = redis_url()  # before anything is made: no broker, no fleet
         self.extra = env or {}
         self.procs: list[tuple[subprocess.Popen, Any]] = []
@@ -66,7 +67,7 @@ class LocalFleet:
             )
             for i in range(self.workers):
                 log = open(self.dir / f"worker-{i}.log", "wb")  # noqa: SIM115 - closed in __exit__
-                args = [sys.executable, "-m", "celery", "-A", "fedweb", "worker", "-Q", "cpu", "--concurrency", "1",
+                args = [sys.executable, "-m", "celery", "-A", "fedweb", "worker", "-Q", "cpu", "--concurrency", str(self.concurrency),
                         "-n", f"bench{i}@%h", "--without-gossip", "--without-mingle", "-l", "warning"]  # fmt: skip
                 proc = subprocess.Popen(
                     args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True

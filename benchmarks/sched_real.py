@@ -1,24 +1,25 @@
-"""``python -m benchmarks scheduling --real``: the small trace run for real, once per policy.
+"""``python -m benchmarks scheduling --real``: the small trace run for real, every policy in every repeat.
 
 For every policy of ``orchestrator.policies`` a fresh FedWeb is started on this machine
-(``benchmarks.fleet.LocalFleet``: its own SQLite database, two Celery CPU workers with ``--concurrency 1``
-and one torch thread, ``FEDWEB_POLICY=cpu=<policy>``, the Redis at ``$REDIS_URL`` as broker), and a driver
-process submits the seeded small trace (``sched_sim.generate``, seed 0, 30 experiments) through the ORM:
-each experiment is created at its arrival time (seconds since the start) and started with
-``Experiment.start()``, exactly as the web does; the live dispatcher and workers do the rest.
+(``benchmarks.fleet.LocalFleet``: its own SQLite database, two Celery CPU workers with one torch thread,
+``FEDWEB_POLICY=cpu=<policy>``, the Redis at ``$REDIS_URL`` as broker), and a driver process submits the
+seeded small trace (``sched_trace.generate``, seed 0, 30 experiments) through the ORM: each experiment is
+created at its arrival time (seconds since the start) and started with ``Experiment.start()``, exactly as
+the web does; the live dispatcher and workers do the rest. Each repeat (``REPEATS``) runs every policy,
+fifo (the control) included, so each ratio to fifo is taken within one repeat.
+
+``pack`` really packs: its workers run ``--concurrency 2`` with ``FEDWEB_PACK_CAPACITY_MB`` set
+(``PACK_CAPACITY_MB``), so two measured rounds whose resident memory fits share a worker.
 
 The two workloads (``BASES``) are sized for this: a round of the light MLP or the small CNN takes about
-0.02-0.2 s on one thread here, and an experiment's size multiplier ``k`` (1-6) multiplies its local
-epochs, so rounds run from ~0.05 to ~0.5 s plus the per-round cost of the task itself. They are measured
-first (one thread) so the trace's arrival window gives the intended 120% offered load. Owners are one
-benchmark user per share key (no teams are created, so ``fair`` counts per user).
+0.02-0.2 s on one thread on a quiet machine, and an experiment's size multiplier ``k`` (1-6) multiplies
+its local epochs. They are measured first (one thread) so the trace's arrival window gives the intended
+120% offered load. Each user of the trace is a benchmark user, and the trace's teams are real teams
+(two of three users are in one), so ``fair`` counts per team as in the simulation.
 
-Completion time is ``finished - queued_at`` from the database; utilisation is the recorded round seconds
-over workers x makespan (task and dispatch overheads count as idle); fairness is Jain's index of per-user
-round seconds recorded while experiments were still arriving (the contended window), a coarser measure
-than the simulation's. The mean engine seconds per round is printed beside them: the policies run one
-after the other, so on a shared machine a change in it between policies is the machine, not the policy. ``pack`` cannot pack here (one slot per worker, and no CPU memory budget is
-configured), so it runs as fifo with unmeasured first rounds sent first to an idle worker.
+The figures are read back from the database and the runs' logs (``sched_real_metrics``): the same
+columns as the simulation, switches and their seconds included. The mean engine seconds per round is
+printed beside them: on a shared machine a change in it between policies is the machine, not the policy.
 """
 
 from __future__ import annotations
@@ -28,12 +29,16 @@ import sys
 import time
 from typing import Any
 
-import numpy as np
-
+from benchmarks import sched_real_metrics
 from benchmarks.fleet import LocalFleet, bench_user, start_driver, wait_until_finished
-from benchmarks.sched_sim import SCALES, Job, jain
+from benchmarks.sched_sim import SCALES, Job
 
-DEADLINE_S = 240.0  # per policy
+DEADLINE_S = 600.0  # per policy (a loaded machine runs the trace several times slower)
+REPEATS = 2
+# pack on CPU: two worker processes per worker, and a budget two rounds' measured RSS fit in (a
+# round's worker process holds ~300-500 MB here, interpreter and torch included).
+PACK_SLOTS = 2
+PACK_CAPACITY_MB = 2400
 BASES = {
     "light": {
         "seed": 3, "rounds": 6,
@@ -61,8 +66,9 @@ def job_spec(job: Job) -> dict[str, Any]:
     return {**spec, "rounds": len(job.durations), "local": {**spec["local"], "epochs": epochs}}
 
 
-def run_real(seed: int, policies: list[str]) -> dict[str, Any]:
-    """Measure the bases, build the small trace, run it on a fresh 2-worker fleet per policy."""
+def run_real(seed: int, policies: list[str], repeats: int = REPEATS) -> dict[str, Any]:
+    """Measure the bases, build the small trace, run it on a fresh 2-worker fleet per policy, ``repeats``
+    times, every policy (fifo, the control, included) in each repeat."""
     from benchmarks.sched_sim import generate
     from benchmarks.scheduling import measure_base
 
@@ -70,11 +76,16 @@ def run_real(seed: int, policies: list[str]) -> dict[str, Any]:
     measured = [measure_base(name, BASES[name], threads=1) for name in BASES]
     jobs = generate(scale, measured, seed)
     payload = {"jobs": [{**j.__dict__, "spec": job_spec(j)} for j in jobs]}
-    t0, rows = time.time(), {}
-    for policy in policies:
-        print(f"scheduling --real: {policy} on {scale.workers} workers", file=sys.stderr, flush=True)
-        with LocalFleet(scale.workers, {"FEDWEB_POLICY": f"cpu={policy}"}) as fleet:
-            rows[policy] = fleet.drive("benchmarks.sched_real", payload, timeout=DEADLINE_S + 150)
+    t0, repeats_rows = time.time(), {}
+    for repeat in range(repeats):
+        rows = {}
+        for policy in policies:
+            print(f"scheduling --real: repeat {repeat + 1}, {policy} on {scale.workers} workers", file=sys.stderr)
+            with LocalFleet(
+                scale.workers, fleet_env(policy), concurrency=PACK_SLOTS if policy == "pack" else 1
+            ) as fleet:
+                rows[policy] = fleet.drive("benchmarks.sched_real", payload, timeout=DEADLINE_S + 150)
+        repeats_rows[repeat] = rows
     return {
         "mode": "real",
         "workers": scale.workers,
@@ -85,8 +96,18 @@ def run_real(seed: int, policies: list[str]) -> dict[str, Any]:
         "arrival_window_s": max(j.submitted for j in jobs),
         "measured": [m.__dict__ for m in measured],
         "bases": BASES,
-        "policies": rows,
+        "pack": {"FEDWEB_PACK_CAPACITY_MB": PACK_CAPACITY_MB, "concurrency": PACK_SLOTS},
+        "repeats": repeats_rows,
+        "policies": repeats_rows[0],
     }
+
+
+def fleet_env(policy: str) -> dict[str, str]:
+    """The fleet's settings for ``policy``: under pack, a CPU memory budget, so it really packs."""
+    env = {"FEDWEB_POLICY": f"cpu={policy}"}
+    if policy == "pack":
+        env |= {"FEDWEB_PACK_CAPACITY_MB": str(PACK_CAPACITY_MB), "FEDWEB_PACK_SLOTS": str(PACK_SLOTS)}
+    return env
 
 
 def format_table(rows: dict[str, dict[str, float]]) -> str:
@@ -107,41 +128,28 @@ def format_table(rows: dict[str, dict[str, float]]) -> str:
 def drive(payload: dict[str, Any]) -> dict[str, Any]:
     """In the fleet's environment: submit the trace over time, wait for every experiment, read it back."""
     start_driver(payload)
-    from orchestrator.models import Experiment, RoundMetric
+    from accounts.models import Membership, Team
+    from orchestrator.models import Experiment
 
     jobs = sorted(payload["jobs"], key=lambda j: j["submitted"])
-    users = {key: bench_user("sched-" + key.replace(":", "-")) for key in sorted({j["share_key"] for j in jobs})}
+    users = {u: bench_user("sched-" + u.replace(":", "-")) for u in sorted({j["user"] for j in jobs})}
+    teams = {}
+    for job in jobs:
+        if job["share_key"].startswith("team:") and job["share_key"] not in teams:
+            teams[job["share_key"]] = Team.objects.create(name="sched-" + job["share_key"].replace(":", "-"))
+        if job["share_key"] in teams:
+            Membership.objects.get_or_create(team=teams[job["share_key"]], user=users[job["user"]])
     t0, ids = time.time(), []
     for job in jobs:
         time.sleep(max(0.0, t0 + job["submitted"] - time.time()))
         e = Experiment.objects.create(
-            owner=users[job["share_key"]], name=f"sched-{job['experiment_id']}", spec=job["spec"],
-            priority=job["priority"],
+            owner=users[job["user"]], team=teams.get(job["share_key"]), name=f"sched-{job['experiment_id']}",
+            spec=job["spec"], priority=job["priority"],
         )  # fmt: skip
         e.start()
         ids.append(e.pk)
     wait_until_finished(ids, t0, DEADLINE_S, 0.5)
-    rows = list(Experiment.objects.filter(pk__in=ids))
-    completion = np.array([(e.finished - e.queued_at).total_seconds() for e in rows])
-    start = min(e.queued_at for e in rows)
-    makespan = (max(e.finished for e in rows) - start).total_seconds()
-    last_arrival = max(e.queued_at for e in rows)
-    service: dict[int, float] = {}
-    metrics = RoundMetric.objects.filter(experiment_id__in=ids).select_related("experiment")
-    for m in metrics:
-        if m.recorded <= last_arrival:
-            service[m.experiment.owner_id] = service.get(m.experiment.owner_id, 0.0) + m.round_seconds
-    round_seconds = [m.round_seconds for m in metrics]
-    return {
-        "mean_completion_s": float(completion.mean()),
-        "p95_completion_s": float(np.percentile(completion, 95)),
-        "makespan_s": makespan,
-        "utilisation": sum(round_seconds) / (payload["workers"] * makespan),
-        "jain": jain(list(service.values())) if service else 1.0,
-        "rounds_recorded": len(round_seconds),
-        "mean_round_s": float(np.mean(round_seconds)),
-        "statuses": sorted({e.status for e in rows}),
-    }
+    return sched_real_metrics.read_back(ids, payload["workers"])
 
 
 if __name__ == "__main__":

@@ -1,115 +1,65 @@
-"""The scheduling benchmark's seeded workload and discrete-event fleet simulation (see ``scheduling.py``).
+"""The scheduling benchmark's discrete-event fleet simulation (see ``scheduling.py``).
 
-The simulation decides with ``orchestrator.policies.order`` and ``pack_fits``, the functions the live
-dispatcher calls; nothing here re-implements a policy.
+It decides with production's code: ``orchestrator.policies.order`` says which ready round goes first
+and ``orchestrator.placement.place`` where it goes (the worker that holds the experiment, pack, the
+shared queue), the two functions ``orchestrator.scheduling.schedule`` calls. Modelled here is only
+what production does not decide: the broker (a round sent to the shared queue goes to the first
+device with a free slot), processor sharing between packed rounds, and what a switch costs.
+
+**Switches.** A device keeps the experiments it ran last (``CACHE_SIZE``, as ``workers.runtime``),
+each at the round it reached, and the datasets it built (``DATA_CACHE``). A round of an experiment
+the device does not hold at that round is a *switch*, which first costs, by ``switching``:
+
+- ``free``: nothing (what the simulation assumed before issue 17);
+- ``replay``: today's rebuild: build the Simulation from nothing (data included, ``build_s``), load
+  the latest checkpoint (every ``CHECKPOINT_EVERY`` rounds) and replay the rounds since it;
+- ``state``: issue 17's switch: load the published round state (``state_load_s``), after building
+  the dataset when the device does not have it (``data_load_s``).
+
+An experiment's first round costs its build (``build_s``, or ``state_load_s`` on cached data) under
+``replay`` and ``state``, and is not a switch. The seconds are measured with the engine on this
+machine (``scheduling.measure_base``).
 """
 
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from orchestrator.policies import Candidate, QueueView, order, pack_fits
+from benchmarks.sched_trace import SCALES, Job, Measured, Scale, generate, jain
+from orchestrator.placement import Fleet, WorkerRoom, place
+from orchestrator.policies import Candidate, QueueView, decayed, order
+
+__all__ = ["SCALES", "Job", "Measured", "Scale", "SWITCHING", "MODELS", "generate", "jain", "simulate", "summarise"]
 
 EPS = 1e-9
-
-
-@dataclass(frozen=True)
-class Measured:
-    """One real engine workload measured on this machine: mean s/round, per-round spread, memory."""
-
-    base: str
-    mean_seconds: float
-    cv: float  # standard deviation / mean of its round times
-    footprint_mb: float  # peak RSS during its rounds minus RSS before it was built
-
-
-@dataclass(frozen=True)
-class Scale:
-    """The fleet and the workload's shape."""
-
-    name: str
-    workers: int
-    experiments: int
-    users: int
-    capacity_mb: float  # per device (an H100's 80 GB at fleet scale; a configured budget on CPU)
-    size_max: float  # an experiment's size multiplier is log-uniform in [1, size_max]
-    rounds: tuple[int, int]  # rounds per experiment, log-uniform in this range
-    load: float = 1.2  # offered load: total work / (workers x arrival window)
-    slots: int = 2  # FEDWEB_PACK_SLOTS
-    margin: float = 0.1
-    age_boost_seconds: float = 600.0  # FEDWEB_AGE_BOOST_SECONDS default
-
-
-SCALES = {
-    "small": Scale("small", workers=2, experiments=30, users=5, capacity_mb=2048.0, size_max=6.0, rounds=(2, 16)),
-    "full": Scale("full", workers=64, experiments=1000, users=40, capacity_mb=81920.0, size_max=40.0, rounds=(5, 120)),
-}
-
-
-@dataclass(frozen=True)
-class Job:
-    """One experiment of the workload: its owner, arrival, and the true cost of each of its rounds."""
-
-    experiment_id: int
-    user: str
-    share_key: str
-    priority: int
-    submitted: float
-    durations: tuple[float, ...]  # seconds of each round when it runs alone on a device
-    peak_mem_mb: float
-    demand: float  # fraction of a device's compute one round uses alone (packing model, assumed)
-    base: str = ""  # the measured workload it was drawn from
-    size: float = 1.0  # its size multiplier over that workload
-
-    @property
-    def work(self) -> float:
-        return sum(self.durations)
-
-
-def generate(scale: Scale, measured: list[Measured], seed: int) -> list[Job]:
-    """A seeded workload: experiments of different lengths and sizes from several users, Poisson arrivals."""
-    rng = np.random.default_rng(seed)
-    user_weights = 1.0 / np.arange(1, scale.users + 1)  # a few heavy users, many light ones (Zipf)
-    user_weights /= user_weights.sum()
-    teams = {u: f"team:{u // 3}" for u in range(scale.users) if u % 3 != 0}  # two of three users sit in a team
-    mem_scale = 0.7 * scale.capacity_mb / (max(m.footprint_mb for m in measured) * scale.size_max)
-    drafts = []
-    for i in range(scale.experiments):
-        base = measured[int(rng.integers(len(measured)))]
-        size = math.exp(rng.uniform(0.0, math.log(scale.size_max)))
-        lo, hi = scale.rounds
-        rounds = int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
-        jitter = np.clip(1.0 + base.cv * rng.standard_normal(rounds), 0.2, None)
-        user = int(rng.choice(scale.users, p=user_weights))
-        drafts.append(
-            {
-                "experiment_id": i + 1,
-                "user": f"user:{user}",
-                "share_key": teams.get(user, f"user:{user}"),
-                "priority": int(rng.choice([0, 0, 0, 1, 2])),
-                "durations": tuple(float(x) for x in base.mean_seconds * size * jitter),
-                "peak_mem_mb": base.footprint_mb * size * mem_scale,
-                "demand": float(min(1.0, 0.2 + 0.8 * math.sqrt(size / scale.size_max))),
-                "base": base.base,
-                "size": size,
-            }
-        )
-    total_work = sum(sum(d["durations"]) for d in drafts)
-    window = total_work / (scale.workers * scale.load)
-    arrivals = np.cumsum(rng.exponential(window / scale.experiments, scale.experiments))
-    arrivals -= arrivals[0]  # the first experiment arrives at t = 0
-    return [Job(submitted=float(t), **d) for t, d in zip(arrivals, drafts, strict=True)]
+CACHE_SIZE = 2  # workers.runtime.CACHE_SIZE: simulations a worker keeps
+DATA_CACHE = 4  # datasets a worker keeps (the trace's datasets are small: the byte bound holds them all)
+CHECKPOINT_EVERY = 10  # the CHECKPOINT_EVERY default: where a replay starts from
+HALF_LIFE_S = 4 * 3600.0  # the FEDWEB_FAIR_HALF_LIFE default
+SWITCHING = ("free", "replay", "state")
+# The switch-cost models the benchmark compares: (switching, affinity). ``today`` is FedWeb before
+# issue 17 (no affinity, a switch rebuilds and replays); ``state`` is FedWeb with issue 17 done.
+MODELS = {"free": ("free", True), "today": ("replay", False), "replay": ("replay", True), "state": ("state", True)}
 
 
 @dataclass
 class _Running:
     job: int
-    remaining: float  # alone-speed seconds of work left
+    remaining: float  # alone-speed seconds of work left (its switch cost included)
     started: float
     known_mem: float | None  # what the scheduler knew of its memory when it started
+
+
+@dataclass
+class _Device:
+    hostname: str
+    running: list[_Running] = field(default_factory=list)
+    held: OrderedDict[int, int] = field(default_factory=OrderedDict)  # experiment -> rounds its copy has done
+    data: OrderedDict[str, None] = field(default_factory=OrderedDict)  # datasets built here
 
 
 @dataclass
@@ -119,33 +69,51 @@ class SimResult:
     policy: str
     finish: dict[int, float]
     busy_seconds: float  # device-seconds with at least one round in flight
-    work_seconds: float  # alone-speed seconds of rounds completed
-    jain_weighted: float  # sum of Jain's index x dt over contended intervals
-    contended_seconds: float
+    work_seconds: float  # alone-speed seconds of rounds (and switches) completed
     makespan: float
+    jain_user_weighted: float = 0.0  # sum of Jain's index over users with work present x dt
+    jain_team_weighted: float = 0.0  # the same over share keys (teams, or users without one)
+    present_seconds: float = 0.0  # time with at least one experiment submitted and unfinished
     max_packed_mb: float = 0.0  # the most true memory ever in flight on one device with 2+ rounds
     max_in_flight: int = 0
     rounds_run: int = 0
-    trace: list[tuple[float, int, int]] = field(default_factory=list)  # (start, device, experiment) of each round
-
-
-def jain(values: list[float]) -> float:
-    """Jain's fairness index: 1 when all equal, 1/n when one gets everything."""
-    total, squares = sum(values), sum(v * v for v in values)
-    return 1.0 if squares == 0 else total * total / (len(values) * squares)
+    switches: int = 0
+    rebuilds: int = 0
+    replayed_rounds: int = 0
+    switch_seconds: float = 0.0
+    trace: list[tuple[float, str, int, str]] = field(default_factory=list)  # (start, device, experiment, sent to)
 
 
 class _Fleet:
-    def __init__(self, jobs: list[Job], policy: str, scale: Scale, probe: float) -> None:
+    def __init__(
+        self,
+        jobs: list[Job],
+        policy: str,
+        scale: Scale,
+        probe: float,
+        *,
+        switching: str = "state",
+        costs: dict[str, Measured] | None = None,
+        hostnames: list[str] | None = None,
+        half_life: float = HALF_LIFE_S,
+        affinity: bool = True,
+    ) -> None:
+        if switching not in SWITCHING:
+            raise ValueError(f"switching: unknown {switching!r}; expected one of {', '.join(SWITCHING)}")
         self.jobs = {j.experiment_id: j for j in jobs}
-        self.policy, self.scale, self.probe = policy, scale, probe
+        self.policy, self.scale, self.probe, self.switching, self.half_life = policy, scale, probe, switching, half_life
+        self.costs = costs or {}
+        self.affinity = affinity  # False: placement never learns who holds what (FedWeb before issue 17)
         self.slots = scale.slots if policy == "pack" else 1
-        self.devices: list[list[_Running]] = [[] for _ in range(scale.workers)]
+        names = hostnames or [f"w{i}" for i in range(scale.workers)]
+        self.devices = [_Device(name) for name in names]
+        self.by_name = {d.hostname: d for d in self.devices}
         self.done = dict.fromkeys(self.jobs, 0)
         self.measured: dict[int, list[float]] = {j: [] for j in self.jobs}
         self.ready: dict[int, Candidate] = {}
-        self.service: dict[str, float] = {}
-        self.result = SimResult(policy, {}, 0.0, 0.0, 0.0, 0.0, 0.0)
+        self.holder: dict[int, str] = {}  # experiment -> the device that ran its last round (Experiment.worker)
+        self.service: dict[str, tuple[float, float]] = {}  # share key -> (decayed seconds, as of when)
+        self.result = SimResult(policy, {}, 0.0, 0.0, 0.0)
 
     def candidate(self, job: Job, now: float) -> Candidate:
         seconds = self.measured[job.experiment_id]
@@ -160,74 +128,114 @@ class _Fleet:
             peak_mem_mb=job.peak_mem_mb if seconds else None,  # known once one round has run
         )
 
-    def pick_device(self, c: Candidate) -> int | None:
-        # Under pack a round whose memory is known goes beside others where it fits (fullest device first),
-        # keeping idle devices for rounds that must run alone (unknown memory, or too big to share).
-        if self.slots > 1 and c.peak_mem_mb is not None:
-            shared = [i for i, d in enumerate(self.devices) if 0 < len(d) < self.slots]
-            shared.sort(key=lambda i: (-len(self.devices[i]), i))
-            for i in shared:
-                if pack_fits([r.known_mem for r in self.devices[i]], c, self.scale.capacity_mb, self.scale.margin):
-                    return i
-        return next((i for i, d in enumerate(self.devices) if not d), None)
+    def service_now(self, now: float) -> dict[str, float]:
+        return {k: decayed(s, now - t, self.half_life) for k, (s, t) in self.service.items()}
 
     def dispatch(self, now: float) -> None:
-        if not self.ready or all(len(d) >= self.slots for d in self.devices):
+        """One scheduling pass, as ``schedule()`` makes it: policies.order, then placement.place."""
+        if not self.ready or all(len(d.running) >= self.slots for d in self.devices):
             return
-        view = QueueView(now, dict(self.service), self.probe, self.scale.age_boost_seconds)
-        for c in order(self.policy, list(self.ready.values()), view):
-            dev = self.pick_device(c)
-            if dev is None:
-                if all(len(d) >= self.slots for d in self.devices):
-                    return
-                continue
-            job = self.jobs[c.experiment_id]
-            self.devices[dev].append(
-                _Running(job.experiment_id, job.durations[self.done[job.experiment_id]], now, c.peak_mem_mb)
-            )
-            del self.ready[c.experiment_id]
-            self.result.trace.append((now, dev, job.experiment_id))
-            self.note_packing(self.devices[dev])
+        view = QueueView(now, self.service_now(now), self.probe, self.scale.age_boost_seconds)
+        rooms = [
+            WorkerRoom(d.hostname, self.slots, self.scale.capacity_mb, 0, [r.known_mem for r in d.running])
+            for d in self.devices
+        ]
+        free = sum(self.slots - len(d.running) for d in self.devices)
+        holders = dict(self.holder) if self.affinity else {}
+        fleet = Fleet(rooms, free, holders, pack_slots=self.scale.slots, margin=self.scale.margin)
 
-    def note_packing(self, dev: list[_Running]) -> None:
-        self.result.max_in_flight = max(self.result.max_in_flight, len(dev))
-        if len(dev) > 1:
-            used = sum(self.jobs[r.job].peak_mem_mb for r in dev)
+        def send(c: Candidate, to: str) -> bool:
+            # The shared queue: the broker hands the round to a worker with a free slot.
+            dev = self.by_name[to] if to else next((d for d in self.devices if len(d.running) < self.slots), None)
+            if dev is None:
+                return False
+            self.start(dev, c, now, to)
+            return True
+
+        place(self.policy, order(self.policy, list(self.ready.values()), view), fleet, view, send, lambda room: True)
+
+    def start(self, dev: _Device, c: Candidate, now: float, to: str) -> None:
+        job = self.jobs[c.experiment_id]
+        cost = self.switch_cost(dev, job)
+        dev.running.append(
+            _Running(job.experiment_id, job.durations[self.done[job.experiment_id]] + cost, now, c.peak_mem_mb)
+        )
+        self.holder[job.experiment_id] = dev.hostname
+        del self.ready[c.experiment_id]
+        self.result.trace.append((now, dev.hostname, job.experiment_id, to))
+        self.result.max_in_flight = max(self.result.max_in_flight, len(dev.running))
+        if len(dev.running) > 1:
+            used = sum(self.jobs[r.job].peak_mem_mb for r in dev.running)
             self.result.max_packed_mb = max(self.result.max_packed_mb, used)
 
-    def rate(self, dev: list[_Running]) -> float:
+    def switch_cost(self, dev: _Device, job: Job) -> float:
+        """Seconds ``dev`` spends before it can run ``job``'s next round (see the module docstring)."""
+        j, done = job.experiment_id, self.done[job.experiment_id]
+        hit = dev.held.get(j) == done
+        _remember(dev.held, j, done, CACHE_SIZE)
+        had_data = job.base in dev.data
+        _remember(dev.data, job.base, None, DATA_CACHE)
+        if hit:
+            return 0.0
+        m = self.costs.get(job.base, Measured(job.base, 0.0, 0.0, 0.0))
+        if done > 0:
+            self.result.switches += 1
+        if self.switching == "free":
+            return 0.0
+        if self.switching == "replay":
+            cost = m.build_s
+            if done > 0:
+                since = done // CHECKPOINT_EVERY * CHECKPOINT_EVERY
+                self.result.rebuilds += 1
+                self.result.replayed_rounds += done - since
+                cost += sum(job.durations[since:done])
+        else:
+            cost = m.state_load_s + (0.0 if had_data else m.data_load_s)
+        if done > 0:
+            self.result.switch_seconds += cost
+        return cost
+
+    def rate(self, dev: _Device) -> float:
         # Processor sharing: packed rounds run at full speed while their demands fit in one device.
-        return 1.0 / max(1.0, sum(self.jobs[r.job].demand for r in dev))
+        return 1.0 / max(1.0, sum(self.jobs[r.job].demand for r in dev.running))
 
     def next_completion(self, now: float) -> float:
-        times = [now + min(r.remaining for r in d) / self.rate(d) for d in self.devices if d]
+        times = [now + min(r.remaining for r in d.running) / self.rate(d) for d in self.devices if d.running]
         return min(times, default=math.inf)
 
     def account(self, dt: float) -> None:
-        waiting_keys = {c.share_key for c in self.ready.values()}
-        running: dict[str, float] = dict.fromkeys(waiting_keys, 0.0)
+        users: dict[str, float] = {}
+        teams: dict[str, float] = {}
+        for c in self.ready.values():
+            users.setdefault(self.jobs[c.experiment_id].user, 0.0)
+            teams.setdefault(c.share_key, 0.0)
         for dev in self.devices:
-            if dev:
-                self.result.busy_seconds += dt
-                rate = self.rate(dev)
-                for r in dev:
-                    r.remaining -= dt * rate
-                    self.result.work_seconds += dt * rate
-                    key = self.jobs[r.job].share_key
-                    if key in running:
-                        running[key] += 1.0
-        if len(running) >= 2 and sum(running.values()) > 0:
-            self.result.jain_weighted += jain(list(running.values())) * dt
-            self.result.contended_seconds += dt
+            if not dev.running:
+                continue
+            self.result.busy_seconds += dt
+            rate = self.rate(dev)
+            for r in dev.running:
+                r.remaining -= dt * rate
+                self.result.work_seconds += dt * rate
+                job = self.jobs[r.job]
+                users[job.user] = users.get(job.user, 0.0) + 1.0
+                teams[job.share_key] = teams.get(job.share_key, 0.0) + 1.0
+        if users:  # Jain over everyone with work in the system, the whole run long
+            self.result.jain_user_weighted += jain(list(users.values())) * dt
+            self.result.jain_team_weighted += jain(list(teams.values())) * dt
+            self.result.present_seconds += dt
 
     def complete(self, now: float) -> None:
         for dev in self.devices:
-            for r in [r for r in dev if r.remaining <= EPS * max(1.0, now)]:
-                dev.remove(r)
+            for r in [r for r in dev.running if r.remaining <= EPS * max(1.0, now)]:
+                dev.running.remove(r)
                 job = self.jobs[r.job]
                 self.done[r.job] += 1
+                if r.job in dev.held:
+                    dev.held[r.job] = self.done[r.job]
                 self.measured[r.job].append(now - r.started)
-                self.service[job.share_key] = self.service.get(job.share_key, 0.0) + (now - r.started)
+                served = self.service_now(now).get(job.share_key, 0.0)
+                self.service[job.share_key] = (served + now - r.started, now)
                 self.result.rounds_run += 1
                 if self.done[r.job] == len(job.durations):
                     self.result.finish[r.job] = now
@@ -235,9 +243,27 @@ class _Fleet:
                     self.ready[r.job] = self.candidate(job, now)
 
 
-def simulate(jobs: list[Job], policy: str, scale: Scale, probe_round_seconds: float) -> SimResult:
-    """Run the workload on ``scale.workers`` devices under ``policy``; decisions at round boundaries."""
-    fleet = _Fleet(jobs, policy, scale, probe_round_seconds)
+def _remember(cache: OrderedDict, key, value, size: int) -> None:
+    cache.pop(key, None)
+    cache[key] = value
+    while len(cache) > size:
+        cache.popitem(last=False)
+
+
+def simulate(
+    jobs: list[Job],
+    policy: str,
+    scale: Scale,
+    probe_round_seconds: float,
+    *,
+    switching: str = "free",
+    costs: dict[str, Measured] | None = None,
+    affinity: bool = True,
+) -> SimResult:
+    """Run the workload on ``scale.workers`` devices under ``policy``; decisions at round boundaries.
+    ``costs``: the measured workloads by name, whose load seconds a switch costs (``switching``);
+    ``affinity=False`` places rounds as FedWeb did before issue 17 (any free worker)."""
+    fleet = _Fleet(jobs, policy, scale, probe_round_seconds, switching=switching, costs=costs, affinity=affinity)
     arrivals = sorted(jobs, key=lambda j: (j.submitted, j.experiment_id))
     now, nxt = 0.0, 0
     while len(fleet.result.finish) < len(jobs):
@@ -257,17 +283,22 @@ def simulate(jobs: list[Job], policy: str, scale: Scale, probe_round_seconds: fl
 
 
 def summarise(result: SimResult, jobs: list[Job], workers: int) -> dict[str, float]:
-    """Mean and p95 completion time, makespan, utilisation and fairness of one simulated run."""
+    """Completion times, makespan, utilisation, fairness and switches of one simulated run."""
     completion = np.array([result.finish[j.experiment_id] - j.submitted for j in jobs])
-    span = result.makespan
+    span, present = result.makespan, result.present_seconds
     return {
         "mean_completion_s": float(completion.mean()),
         "p95_completion_s": float(np.percentile(completion, 95)),
         "makespan_s": span,
         "utilisation": result.busy_seconds / (workers * span) if span else 0.0,
         "work_per_device_s": result.work_seconds / (workers * span) if span else 0.0,
-        "jain": result.jain_weighted / result.contended_seconds if result.contended_seconds else 1.0,
+        "jain_user": result.jain_user_weighted / present if present else 1.0,
+        "jain_team": result.jain_team_weighted / present if present else 1.0,
         "rounds": result.rounds_run,
+        "switches": result.switches,
+        "rebuilds": result.rebuilds,
+        "replayed_rounds": result.replayed_rounds,
+        "switch_seconds": result.switch_seconds,
         "max_in_flight": result.max_in_flight,
         "max_packed_mb": result.max_packed_mb,
     }

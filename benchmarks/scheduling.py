@@ -4,13 +4,16 @@ Checks Salus's claim that shortest-remaining-time-first and packing cut mean com
 against FIFO. Every policy of ``orchestrator.policies`` runs the same seeded trace; per policy it reports
 mean and p95 completion time (submit -> finish), makespan, worker utilisation and Jain's fairness index.
 
-How the trace is built (``sched_sim.generate``, seed 0):
+How the traces are built (``sched_trace.generate``, seeds 0-4):
 
-1. **Measured rounds.** Two real engine workloads are run on this machine, each in a fresh subprocess
-   (``workers.engine.runner.Simulation``, CPU): the ``quickstart`` preset (digits, CNN, 10 clients of 100)
-   for 4 rounds and the test suite's tiny spec (digits 8x8, MLP, 4 clients of 20) for 6 rounds. For each:
-   mean seconds per round and its coefficient of variation (after one warm-up round), and the memory
-   footprint = peak RSS during its rounds minus the process's RSS just before the Simulation was built.
+1. **Measured rounds and switches.** Two real engine workloads are run on this machine, each in a fresh
+   subprocess (``workers.engine.runner.Simulation``, CPU): the ``quickstart`` preset (digits, CNN, 10
+   clients of 100) for 3 rounds and the test suite's tiny spec (digits 8x8, MLP, 4 clients of 20) for 6
+   rounds. For each: mean seconds per round and its coefficient of variation (after one warm-up round),
+   the memory footprint (peak RSS during its rounds minus the RSS before the Simulation was built), and
+   what a switch costs: building its dataset uncached (``data_load_s``), building its Simulation from
+   nothing in a warm process (``build_s``), and building one on the already-built dataset and loading
+   the round state it published (``state_load_s``).
 2. **Scaling into a distribution.** Each experiment picks one measured workload at random and a size
    multiplier ``k`` log-uniform in ``[1, size_max]`` (6 small, 40 full): its round takes ``k x`` the measured
    mean, each round jittered by ``N(1, cv)`` with the measured cv; its peak memory is ``k x footprint x s``,
@@ -20,19 +23,25 @@ How the trace is built (``sched_sim.generate``, seed 0):
    three users are in a team, whose share key then counts for ``fair``. Priority is 0 (60%), 1 or 2.
    Arrivals are Poisson, with the window set so offered load = 120% of the fleet (a contended fleet, as in Salus).
 
-The simulation (``sched_sim.simulate``) is a discrete-event fleet of N devices (2 small, 64 full), each
-running one round at a time, decided at round boundaries with ``orchestrator.policies.order`` (idle devices
-first); under ``pack`` a busy device takes a second round (``FEDWEB_PACK_SLOTS`` = 2) when
-``orchestrator.policies.pack_fits`` says so (10% margin; unknown memory runs alone). What packing costs in
-speed is **assumed, not measured**: a round uses a fraction ``0.2 + 0.8 sqrt(k / size_max)`` of a device's
-compute alone, and rounds packed on one device share it (processor sharing: all run at full speed while
-their fractions sum to <= 1, else each slows by that sum). The age boost is the default 600 s; srtf's probe
-estimate for an unmeasured experiment is the cheaper measured workload's mean round.
+The simulation (``sched_sim.simulate``) is a discrete-event fleet of N devices (2 small, 64 full), decided
+at round boundaries by production's own ``orchestrator.policies.order`` and ``orchestrator.placement.place``
+(the worker that holds the experiment when it has a free slot, else the shared queue, which the first
+free device takes; under ``pack`` a busy device takes a second round, ``FEDWEB_PACK_SLOTS`` = 2, when
+``pack_fits`` says so, 10% margin; unknown memory runs alone). What packing costs in speed is **assumed,
+not measured**: a round uses a fraction ``0.2 + 0.8 sqrt(k / size_max)`` of a device's compute alone, and
+rounds packed on one device share it (processor sharing). The age boost is the default 600 s; srtf's
+probe estimate for an unmeasured experiment is the cheaper measured workload's mean round.
 
-Metrics: utilisation = device-seconds with a round in flight / (devices x makespan); ``work/dev`` = alone-speed
-round-seconds done per device-second (above utilisation only when packing overlaps rounds); fairness =
-Jain's index of the per-share-key allocation (rounds in flight) among share keys that have a round waiting,
-averaged over the time at least two such keys compete (1 = they hold equal numbers of devices).
+Every policy runs every seed under four switch-cost models (``sched_sim.MODELS``): ``free`` (a switch costs
+nothing: the figures before issue 17), ``today`` (FedWeb before issue 17: no affinity, a switch rebuilds
+from the last checkpoint and replays the rounds since), ``replay`` (affinity, but switches still replay)
+and ``state`` (affinity, and a switch loads the published round state: issue 17).
+
+Metrics (medians over the seeds; each ratio to fifo also with its min and max): utilisation = device-seconds
+with a round in flight / (devices x makespan); Jain = Jain's index of the rounds in flight per user (and
+per share key: team, or user without one) among all those with an experiment submitted and unfinished,
+averaged over the whole run; switches = rounds run on a device that did not hold the experiment at that
+round; rebuilds and replayed rounds (the replay models); switch s = the seconds switches cost.
 
 ``--real`` runs the small trace for real instead, on two local CPU workers per policy (see ``sched_real.py``).
 """
@@ -48,10 +57,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Options
-from benchmarks.sched_sim import SCALES, Job, Measured, Scale, generate, simulate, summarise
+from benchmarks.sched_sim import MODELS, SCALES, Job, Measured, Scale, generate, simulate, summarise
+from benchmarks.sched_summary import format_summary, readme_figures, summarise_seeds
 from orchestrator.policies import POLICIES
 
-SEED = 0
+SEED = 0  # the --real trace's seed
+SEEDS = range(5)  # the simulation's traces
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {
     "seed": 3,
@@ -62,53 +73,74 @@ TINY = {
     "compute": {"device": "cpu"},
 }
 _MEASURE = """
-import json, sys, psutil
+import json, sys, tempfile, time, psutil
+from workers.engine import runner
+from workers.engine.checkpoint import read_checkpoint, write_checkpoint
+from workers.engine.data import cache
 from workers.engine.presets import preset_spec
-from workers.engine.runner import Simulation
+from workers.engine.round_state import compact_state, complete_state
 from workers.engine.spec import Spec
 base, other = sys.argv[1], json.loads(sys.argv[2])
-spec = preset_spec("quickstart").replace(rounds=4, compute={"device": "cpu"}) if base == "quickstart" else Spec.from_dict(other)
+spec = preset_spec("quickstart").replace(rounds=3, compute={"device": "cpu"}) if base == "quickstart" else Spec.from_dict(other)
 before = psutil.Process().memory_info().rss / 2**20
-sim = Simulation(spec)
+sim = runner.Simulation(spec)
 rounds = sim.run()
-print(json.dumps({"seconds": [r.round_seconds for r in rounds[1:]], "rss": max(r.rss_mb for r in rounds) - before}))
+path = tempfile.mkdtemp() + "/state.safetensors"; write_checkpoint(path, *compact_state(sim))  # the published state
+cache.shared.clear(); t0 = time.perf_counter(); runner.Simulation(spec); build = time.perf_counter() - t0  # warm process
+cache.shared.clear(); t0 = time.perf_counter(); cache.shared.get(spec.data, spec.seed); data_s = time.perf_counter() - t0
+t0 = time.perf_counter(); tensors, meta = read_checkpoint(path); again = runner.Simulation(spec)  # data cached
+again.load_state_dict(complete_state(tensors), meta); state_s = time.perf_counter() - t0
+print(json.dumps({"seconds": [r.round_seconds for r in rounds[1:]], "rss": max(r.rss_mb for r in rounds) - before,
+                  "build": build, "data": data_s, "state": state_s}))
 """
 
 
 def measure_base(base: str, spec: dict[str, Any] | None = None, threads: int | None = None) -> Measured:
     """Run a few real rounds of ``base`` (the quickstart preset, else ``spec``, by default the tiny one)
-    in a fresh process, on ``threads`` torch threads (default: torch's); see the module docstring."""
+    in a fresh process, on ``threads`` torch threads (default: torch's), and time what a switch costs:
+    building its dataset uncached, building its Simulation from nothing, and building one on cached
+    data and loading a published round state; see the module docstring."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
     proc = subprocess.run(
         [sys.executable, "-c", _MEASURE, base, json.dumps(spec or TINY)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=True,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=True,
     )  # fmt: skip
     data = json.loads(proc.stdout.strip().splitlines()[-1])
     seconds = data["seconds"]
     mean = sum(seconds) / len(seconds)
     sd = (sum((s - mean) ** 2 for s in seconds) / len(seconds)) ** 0.5
-    return Measured(base, mean, sd / mean, max(1.0, data["rss"]))
+    return Measured(base, mean, sd / mean, max(1.0, data["rss"]), data["data"], data["state"], data["build"])
 
 
-def policy_table(jobs: list[Job], scale: Scale, probe: float) -> dict[str, dict[str, float]]:
-    """Every policy on the same trace: ``{policy: metrics}``."""
-    return {p: summarise(simulate(jobs, p, scale, probe), jobs, scale.workers) for p in POLICIES}
+def policy_table(
+    jobs: list[Job], scale: Scale, probe: float, model: str = "free", costs: dict[str, Measured] | None = None
+) -> dict[str, dict[str, float]]:
+    """Every policy on the same trace under one switch-cost model (``sched_sim.MODELS``): ``{policy: metrics}``."""
+    switching, affinity = MODELS[model]
+    return {
+        p: summarise(
+            simulate(jobs, p, scale, probe, switching=switching, costs=costs, affinity=affinity), jobs, scale.workers
+        )
+        for p in POLICIES
+    }
 
 
 def format_table(rows: dict[str, dict[str, float]]) -> str:
-    """The Markdown table printed and put in the README."""
+    """One seed's Markdown table (the tests' and a quick look's)."""
     fifo = rows["fifo"]["mean_completion_s"]
     lines = [
-        "| policy | mean completion s | vs fifo | p95 completion s | makespan s | utilisation | work/dev | Jain |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| policy | mean completion s | vs fifo | p95 completion s | makespan s | utilisation | work/dev "
+        "| Jain user | Jain team | switches | rebuilds | replayed rounds | switch s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for p, r in rows.items():
         lines.append(
             f"| {p} | {r['mean_completion_s']:,.0f} | {r['mean_completion_s'] / fifo:.2f}x "
             f"| {r['p95_completion_s']:,.0f} | {r['makespan_s']:,.0f} | {r['utilisation']:.1%} "
-            f"| {r['work_per_device_s']:.2f} | {r['jain']:.3f} |"
+            f"| {r['work_per_device_s']:.2f} | {r['jain_user']:.3f} | {r['jain_team']:.3f} | {r['switches']} "
+            f"| {r['rebuilds']} | {r['replayed_rounds']} | {r['switch_seconds']:.1f} |"
         )
     return "\n".join(lines)
 
@@ -119,55 +151,60 @@ def run(opts: Options) -> dict[str, Any]:
         return run_real_table(opts)
     scale = SCALES[opts.size]
     measured = [measure_base("tiny"), measure_base("quickstart")]
-    jobs = generate(scale, measured, SEED)
+    costs = {m.base: m for m in measured}
     probe = min(m.mean_seconds for m in measured)
     t0 = time.perf_counter()
-    rows = policy_table(jobs, scale, probe)
+    runs = {
+        model: {seed: policy_table(generate(scale, measured, seed), scale, probe, model, costs) for seed in SEEDS}
+        for model in MODELS
+    }
     wall = time.perf_counter() - t0
-    table = format_table(rows)
+    summary = summarise_seeds(runs)
+    table = format_summary(summary)
     print(table, flush=True)
-    fifo = rows["fifo"]["mean_completion_s"]
-    ratios = {p: r["mean_completion_s"] / fifo for p, r in rows.items()}
+    srtf, pack = (summary["state"][p]["vs_fifo"]["median"] for p in ("srtf", "pack"))
     return {
         "mode": "simulation",
         "device": f"simulated {scale.workers} workers",
         "precision": opts.precision,
         "wall_seconds": wall,
-        "seed": SEED,
+        "seeds": list(SEEDS),
         "scale": scale.__dict__,
         "measured": [m.__dict__ for m in measured],
+        "figures": readme_figures([m.__dict__ for m in measured]),
         "probe_round_seconds": probe,
-        "experiments": len(jobs),
-        "total_work_s": sum(j.work for j in jobs),
-        "policies": rows,
+        "experiments": scale.experiments,
+        "runs": runs,
+        "summary": summary,
         "table": table,
         "anchor": "Salus (MLSys 2020): SRTF and packing cut mean completion time substantially vs FIFO",
-        "anchor_ratio": ratios["srtf"],
-        "anchor_summary": f"mean completion vs fifo: srtf {ratios['srtf']:.2f}x, pack {ratios['pack']:.2f}x, "
-        f"fair {ratios['fair']:.2f}x, priority {ratios['priority']:.2f}x",
+        "anchor_ratio": srtf,
+        "anchor_summary": f"state-load switches, median over {len(SEEDS)} seeds, mean completion vs fifo: "
+        f"srtf {srtf:.2f}x, pack {pack:.2f}x",
     }
 
 
 def run_real_table(opts: Options) -> dict[str, Any]:
-    """``--real``: every policy on two real local CPU workers (``sched_real``); the small trace only."""
+    """``--real``: every policy on two real local CPU workers (``sched_real``), the small trace only,
+    in every repeat; medians and each ratio to fifo's min-median-max over the repeats."""
     from benchmarks import sched_real
 
     if opts.size != "small":
         raise SystemExit("scheduling --real runs the small trace only (2 CPU workers): use --size small")
     record = sched_real.run_real(SEED, list(POLICIES))
-    table = sched_real.format_table(record["policies"])
+    summary = summarise_seeds({"real": record["repeats"]})
+    table = format_summary(summary, "real", models=False)
     print(table, flush=True)
-    ratios = {
-        p: r["mean_completion_s"] / record["policies"]["fifo"]["mean_completion_s"]
-        for p, r in record["policies"].items()
-    }
+    srtf, pack = (summary["real"][p]["vs_fifo"]["median"] for p in ("srtf", "pack"))
     return {
         **record,
         "command": "python -m benchmarks scheduling --real",
         "device": f"{record['workers']} local CPU workers",
         "precision": opts.precision,
+        "summary": summary,
         "table": table,
         "anchor": "Salus (MLSys 2020): SRTF and packing cut mean completion time substantially vs FIFO",
-        "anchor_ratio": ratios["srtf"],
-        "anchor_summary": "real, mean completion vs fifo: " + ", ".join(f"{p} {r:.2f}x" for p, r in ratios.items()),
+        "anchor_ratio": srtf,
+        "anchor_summary": f"real, median of {len(record['repeats'])} repeats, mean completion vs fifo: "
+        f"srtf {srtf:.2f}x, pack {pack:.2f}x",
     }

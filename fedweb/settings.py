@@ -55,11 +55,13 @@ ROUND_RESEND_AFTER = env_int("ROUND_RESEND_AFTER", 300, min_value=1)
 # Scheduling (orchestrator/scheduling.py): the policy of each queue ("cpu=srtf,gpu=pack"; unnamed
 # queues use fifo), how long a ready round may wait before it goes first whatever the policy, and
 # packing: the memory budget of a CPU worker (0: never pack on CPU; GPU workers use their device's
-# total from the heartbeat) and the most rounds one worker runs at once.
+# total from the heartbeat) and the most rounds one worker runs at once. ``fair`` forgets: a round's
+# seconds count half after FEDWEB_FAIR_HALF_LIFE seconds, a quarter after two, and so on.
 FEDWEB_POLICY = env_choices("FEDWEB_POLICY", POLICIES)
 FEDWEB_AGE_BOOST_SECONDS = env_int("FEDWEB_AGE_BOOST_SECONDS", 600, min_value=0)
 FEDWEB_PACK_CAPACITY_MB = env_int("FEDWEB_PACK_CAPACITY_MB", 0, min_value=0)
 FEDWEB_PACK_SLOTS = env_int("FEDWEB_PACK_SLOTS", 2, min_value=1)
+FEDWEB_FAIR_HALF_LIFE = env_int("FEDWEB_FAIR_HALF_LIFE", 4 * 3600, min_value=1)
 # What the queue accepts: a spec over any limit is refused at submission with its estimate
 # (workers.engine.capacity; the defaults are Limits()'s). Memory is per round, on one device.
 FEDWEB_MAX_PARAMS = env_int("FEDWEB_MAX_PARAMS", 100_000_000, min_value=1)

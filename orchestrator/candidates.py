@@ -8,34 +8,18 @@ accumulated round seconds, and which live workers have room (and which plugins t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Avg, F, Max, Q, Sum
+from django.db.models import Avg, F, Max, Q
 from django.utils import timezone
 
+from orchestrator import policies
 from orchestrator.models import ACTIVE, Experiment, RoundMetric, Worker
+from orchestrator.placement import WorkerRoom
 from orchestrator.policies import Candidate, QueueView
-from workers.engine import provenance
 
 DEFAULT_PROBE_ROUND_SECONDS = 1.0  # srtf's guess for a round when no experiment of the queue has run one
-
-
-@dataclass
-class WorkerRoom:
-    """A live worker serving the queue: how many rounds it may run at once and what it runs now."""
-
-    hostname: str
-    slots: int
-    capacity_mb: float  # the memory budget `pack` fits rounds into (0: never pack)
-    sends: int  # its send counter when read: packing it again requires it unchanged
-    in_flight_mem_mb: list[float | None] = field(default_factory=list)  # one per round held or sent to it
-    plugins: list[dict] = field(default_factory=list)  # registry.installed_plugins() of its last heartbeat
-
-    def has_plugins(self, recorded: list[dict]) -> bool:
-        """May this worker run a round of an experiment that recorded ``recorded`` plugins?"""
-        return not provenance.missing(recorded, self.plugins)
 
 
 def policy_for(queue: str) -> str:
@@ -87,18 +71,32 @@ def share_key(owner_id: int, team_id: int | None) -> str:
     return f"team:{team_id}" if team_id is not None else f"user:{owner_id}"
 
 
-def service_seconds(queue: str) -> dict[str, float]:
-    """Round seconds recorded on ``queue`` so far, per share key (what ``fair`` equalises)."""
-    rows = (
-        RoundMetric.objects.filter(experiment__queue=queue)
-        .values("experiment__owner_id", "experiment__team_id")
-        .annotate(seconds=Sum("round_seconds"))
-        .order_by()
+# Service older than this many half-lives counts for less than a millionth: it is not read at all.
+_FORGOTTEN_AFTER_HALF_LIVES = 20
+
+
+def service_seconds(queue: str, now: datetime | None = None, *, by: str = "share") -> dict[str, float]:
+    """Round seconds recorded on ``queue``, each decayed by its age (FEDWEB_FAIR_HALF_LIFE), per share key
+    (what ``fair`` equalises); ``by="user"`` counts per owner (``user:<id>``) and ``by="team"`` per team
+    (``team:<id>``, runs without a team left out), for the Workers page."""
+    now = now or timezone.now()
+    half_life = float(settings.FEDWEB_FAIR_HALF_LIFE)
+    since = now - timedelta(seconds=half_life * _FORGOTTEN_AFTER_HALF_LIVES)
+    rows = RoundMetric.objects.filter(experiment__queue=queue, recorded__gte=since).values_list(
+        "experiment__owner_id", "experiment__team_id", "round_seconds", "recorded"
     )
     totals: dict[str, float] = {}
-    for row in rows:
-        key = share_key(row["experiment__owner_id"], row["experiment__team_id"])
-        totals[key] = totals.get(key, 0.0) + (row["seconds"] or 0.0)
+    for owner_id, team_id, seconds, recorded in rows:
+        if by == "user":
+            key = f"user:{owner_id}"
+        elif by == "team":
+            if team_id is None:
+                continue
+            key = f"team:{team_id}"
+        else:
+            key = share_key(owner_id, team_id)
+        age = (now - recorded).total_seconds()
+        totals[key] = totals.get(key, 0.0) + policies.decayed(seconds or 0.0, age, half_life)
     return totals
 
 
@@ -128,7 +126,7 @@ def queue_view(queue: str, ready: list[Candidate], now: datetime) -> QueueView:
     measured = [c.round_seconds for c in ready if c.round_seconds]
     return QueueView(
         now=now.timestamp(),
-        service_seconds=service_seconds(queue) if policy_for(queue) == "fair" else {},
+        service_seconds=service_seconds(queue, now) if policy_for(queue) == "fair" else {},
         probe_round_seconds=min(measured) if measured else DEFAULT_PROBE_ROUND_SECONDS,
         age_boost_seconds=float(settings.FEDWEB_AGE_BOOST_SECONDS),
     )

@@ -8,7 +8,8 @@ Celery, so the dispatcher (``orchestrator/scheduling.py``) and the scheduling be
 - ``priority``: higher ``priority`` first, then FIFO.
 - ``srtf``: shortest estimated remaining time first (measured mean round time x rounds left; an
   experiment with no measured round yet is estimated with the short probe round time).
-- ``fair``: the share key (user, or team) with the least accumulated round seconds first.
+- ``fair``: the share key (user, or team) with the least accumulated round seconds first; what is
+  accumulated decays with a half-life (``decayed``), so heavy use long ago does not hold a key back.
 - ``pack``: orders like ``fifo``; whether a second round may start beside one in flight is ``pack_fits``.
 
 Under every policy a candidate whose round has been ready longer than ``age_boost_seconds`` goes before
@@ -90,6 +91,14 @@ _KEYS: dict[str, Callable[[Candidate, QueueView], SortKey]] = {
     "fair": _fair_key,
     "pack": _fifo_key,  # packing changes how many rounds run at once, not which goes first
 }
+
+
+def decayed(seconds: float, age_seconds: float, half_life_seconds: float) -> float:
+    """What ``seconds`` of service given ``age_seconds`` ago still count for ``fair``: half after one
+    half-life, a quarter after two. Service from the future (clock skew) counts in full."""
+    if not half_life_seconds > 0:
+        raise ValueError(f"half_life_seconds: must be > 0, got {half_life_seconds!r}")
+    return seconds * 0.5 ** (max(age_seconds, 0.0) / half_life_seconds)
 
 
 def is_boosted(c: Candidate, view: QueueView) -> bool:

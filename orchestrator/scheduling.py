@@ -9,6 +9,13 @@ any process decides alike and a restart loses nothing. It runs after every recor
 after any round task, whatever its outcome), on start and resume, and in every worker's heartbeat,
 so a worker that comes alive starts work within a heartbeat.
 
+Where a round goes is ``placement.place`` (shared with the scheduling benchmark's simulation). An
+experiment's next round goes to the worker that ran its previous round (``Experiment.worker``: it
+holds the experiment and its data in its caches) through that worker's own queue (``<hostname>.dq2``),
+when that worker is live, serves the queue and has a free slot; otherwise to the shared queue, where
+any worker takes it at the price of loading its state. A round sent to a worker that then died is
+released by the reconciler and sent again, as for ``pack``.
+
 With no live worker serving a queue, its ready rounds are sent at once (in policy order) and the
 broker holds them until a worker comes, as before policies existed; under ``pack`` they wait in
 the database instead, because a packed round is sent to one chosen worker's own queue
@@ -45,7 +52,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from fedweb.celery import app
-from orchestrator import candidates, policies, sharding
+from orchestrator import candidates, placement, policies, sharding
 from orchestrator.fleet import Worker, queue_name
 from orchestrator.models import ACTIVE, Experiment, round_ready
 
@@ -87,9 +94,14 @@ def _send(experiment_id: int, round_number: int, queue: str, to: str = "") -> No
 def schedule(queue: str) -> list[tuple[int, int]]:
     """Send ``queue``'s ready rounds, best first by its policy, while it has room; returns what was sent.
 
+    Which round goes first is ``policies.order``; where it goes is ``placement.place`` (the worker that
+    ran its previous round when that one has a free slot, else the shared queue; pack and plugin rules
+    there), the same two functions the scheduling benchmark's simulation calls.
+
     Two schedulers racing (a worker after its round, another's heartbeat) may both see the same
     room and send one round too many: it waits in the broker, and claims keep it exactly-once.
-    Under ``pack`` a per-worker compare-and-swap (``candidates.reserve``) prevents even that.
+    A send to one worker's own queue takes a per-worker compare-and-swap (``candidates.reserve``)
+    first, which prevents even that.
     """
     if queue in ("", "inline"):
         return []
@@ -100,41 +112,35 @@ def schedule(queue: str) -> list[tuple[int, int]]:
     policy = candidates.policy_for(queue)
     ready = candidates.candidates(experiments, candidates.measurements([e.pk for e in experiments], queue))
     view = candidates.queue_view(queue, ready, now)
-    ordered = policies.order(policy, ready, view)
     by_id = {e.pk: e for e in experiments}
-    if policy == "pack":
-        # A round of unknown memory (a first-round probe) runs only alone, so it takes an idle worker
-        # before measured rounds, which can still pack beside each other (age-boosted ones stay first).
-        ordered.sort(key=lambda c: (not policies.is_boosted(c, view), c.peak_mem_mb is not None))
-        return _pack(ordered, by_id, candidates.live_rooms(queue, now))
-    slots = sum(w.slots for w in Worker.live() if queue in w.serve_queues())
-    # No live worker: the broker holds the rounds until one comes (it then runs them in this order).
-    room = slots - candidates.busy_rounds(queue, now) - _extra_shards(queue) if slots else len(ordered)
-    rooms = None  # the live workers, read only when a run needs plugins
-    sent = []
-    for c in ordered:
-        if len(sent) >= room:
-            break
+    fleet = placement.Fleet(
+        rooms=candidates.live_rooms(queue, now),
+        room=_room(queue, now),
+        holders=_holders(experiments),
+        plugins={e.pk: e.plugins for e in experiments if e.plugins},
+        pack_slots=settings.FEDWEB_PACK_SLOTS,
+    )
+
+    def send(c: policies.Candidate, to: str) -> bool:
         e = by_id[c.experiment_id]
-        target = None
-        if e.plugins:
-            rooms = candidates.live_rooms(queue, now) if rooms is None else rooms
-            target = _plugin_target(rooms, e.plugins)
-            if target is None:
-                continue  # no eligible worker has a free slot: it waits (queues.waiting_reason says why)
-        if dispatch_round(e, e.current_round + 1, to=target.hostname if target else ""):
-            sent.append((e.pk, e.current_round + 1))
-            if target is not None:
-                target.in_flight_mem_mb.append(c.peak_mem_mb)
-    return sent
+        return dispatch_round(e, e.current_round + 1, to=to)
+
+    sent = placement.place(policy, policies.order(policy, ready, view), fleet, view, send, candidates.reserve)
+    return [(c.experiment_id, by_id[c.experiment_id].current_round + 1) for c in sent]
 
 
-def _plugin_target(rooms: list[candidates.WorkerRoom], plugins: list[dict]) -> candidates.WorkerRoom | None:
-    """The least busy live worker with every plugin of ``plugins`` and a free slot, reserved."""
-    for room in sorted(rooms, key=lambda r: (len(r.in_flight_mem_mb), r.hostname)):
-        if len(room.in_flight_mem_mb) < room.slots and room.has_plugins(plugins) and candidates.reserve(room):
-            return room
-    return None
+def _holders(experiments: list[Experiment]) -> dict[int, str]:
+    """The worker that recorded each experiment's last round. Not one that claimed a later round and
+    never recorded it (it died or is dying with its lease run out): affinity would send the round back
+    to it, to wait there until the reconciler noticed it is gone."""
+    return {e.pk: e.worker for e in experiments if e.current_round > 0 and e.claimed_round == e.current_round}
+
+
+def _room(queue: str, now) -> int:
+    """Rounds the queue may start now: its live workers' slots minus the rounds in flight. With no live
+    worker, no limit: the broker holds the rounds until one comes (it then runs them in this order)."""
+    slots = sum(w.slots for w in Worker.live() if queue in w.serve_queues())
+    return slots - candidates.busy_rounds(queue, now) - _extra_shards(queue) if slots else 1_000_000_000
 
 
 def _extra_shards(queue: str) -> int:
@@ -149,37 +155,6 @@ def _extra_shards(queue: str) -> int:
         .order_by()
     )
     return sum(row["n"] - 1 for row in rows)
-
-
-def _pack(ordered: list[policies.Candidate], by_id: dict, rooms: list[candidates.WorkerRoom]) -> list[tuple[int, int]]:
-    """Send each ready round, in order, to the least busy live worker it fits on and that has its
-    plugins (none: it waits)."""
-    sent = []
-    for c in ordered:
-        e = by_id[c.experiment_id]
-        for room in sorted(rooms, key=lambda r: (len(r.in_flight_mem_mb), r.hostname)):
-            if not room.has_plugins(e.plugins) or not _fits(room, c) or not candidates.reserve(room):
-                continue
-            if not dispatch_round(e, e.current_round + 1, to=room.hostname):
-                # Another scheduler sent this round after our rooms were read: where it went, and so
-                # what is in flight, is unknown here. Packing more on that stale view could start two
-                # rounds that do not fit together; that scheduler's pass (or the next) decides instead.
-                return sent
-            room.in_flight_mem_mb.append(c.peak_mem_mb)
-            sent.append((e.pk, e.current_round + 1))
-            break
-    return sent
-
-
-def _fits(room: candidates.WorkerRoom, c: policies.Candidate) -> bool:
-    # An idle worker takes any round; a busy one a second (up to FEDWEB_PACK_SLOTS and its own
-    # --concurrency) only when the measured peaks fit its budget. A budget of 0 never packs.
-    busy = room.in_flight_mem_mb
-    if not busy:
-        return True
-    if len(busy) >= min(room.slots, settings.FEDWEB_PACK_SLOTS) or room.capacity_mb <= 0:
-        return False
-    return policies.pack_fits(busy, c, room.capacity_mb)
 
 
 def release(experiment, *, sent_at=None) -> bool:

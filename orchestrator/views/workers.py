@@ -11,6 +11,7 @@ from django.utils import timezone
 from orchestrator.access import visible_ids
 from orchestrator.fleet import Worker
 from orchestrator.queues import queue_states
+from orchestrator.shares import current_shares, half_life_hours
 
 
 def _workers_for(user) -> list[dict]:
@@ -37,7 +38,13 @@ def _workers_for(user) -> list[dict]:
 
 @login_required
 def worker_list(request: HttpRequest) -> HttpResponse:
-    ctx = {"workers": _workers_for(request.user), "queues": queue_states(broker=True)}
+    queues = queue_states(broker=True)
+    ctx = {
+        "workers": _workers_for(request.user),
+        "queues": queues,
+        "shares": current_shares(request.user, [q.name for q in queues]),
+        "half_life_hours": half_life_hours(),
+    }
     return render(request, "orchestrator/worker_list.html", ctx)
 
 

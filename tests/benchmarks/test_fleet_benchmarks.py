@@ -38,9 +38,9 @@ def test_it_prints_each_policy_against_fifo():
     assert "| srtf | 7.5 | 0.75x |" in table
 
 
-def test_it_registers_shards_and_viewers_but_leaves_them_out_of_all():
-    assert {"shards", "viewers"} <= set(BENCHMARKS)
-    assert NOT_IN_ALL == {"shards", "recovery", "socket_close", "viewers", "client_log"}
+def test_it_registers_the_fleet_benchmarks_but_leaves_them_out_of_all():
+    assert {"shards", "viewers", "e2e_overhead"} <= set(BENCHMARKS)
+    assert NOT_IN_ALL == {"shards", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead"}
 
 
 def test_it_names_redis_url_when_a_fleet_benchmark_has_no_broker(tmp_path):

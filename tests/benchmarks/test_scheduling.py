@@ -43,7 +43,7 @@ def test_it_finishes_every_experiment_within_its_invariants(jobs, policy):
         assert result.finish[j.experiment_id] - j.submitted >= j.work * (1 - 1e-9)
     metrics = summarise(result, jobs, TINY.workers)
     assert 0 < metrics["utilisation"] <= 1
-    assert 0 < metrics["jain"] <= 1
+    assert 0 < metrics["jain_user"] <= 1 and 0 < metrics["jain_team"] <= 1
     assert metrics["p95_completion_s"] >= metrics["mean_completion_s"] > 0
     assert result.max_in_flight <= (TINY.slots if policy == "pack" else 1)
 
@@ -68,6 +68,32 @@ def test_it_prints_the_same_table_for_the_same_seed_and_another_for_another():
     assert all(f"| {p} |" in first for p in POLICIES)
 
 
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_switch_costs_what_its_model_says(jobs, policy):
+    costs = {m.base: replace(m, data_load_s=0.5, state_load_s=0.25, build_s=1.0) for m in MEASURED}
+    free = simulate(jobs, policy, TINY, 0.05, switching="free", costs=costs)
+    state = simulate(jobs, policy, TINY, 0.05, switching="state", costs=costs)
+    replay = simulate(jobs, policy, TINY, 0.05, switching="replay", costs=costs)
+    assert free.switch_seconds == 0 and free.rebuilds == 0
+    assert state.rebuilds == 0 and state.replayed_rounds == 0
+    assert state.switches == 0 or 0.25 * state.switches <= state.switch_seconds <= 0.75 * state.switches + 1e-9
+    assert replay.rebuilds == replay.switches and replay.switch_seconds >= 1.0 * replay.switches
+
+
+def test_it_replays_the_rounds_since_the_last_checkpoint_on_a_switch():
+    from benchmarks.sched_sim import _Device, _Fleet
+
+    job = generate(TINY, MEASURED, seed=1)[0]
+    costs = {m.base: replace(m, build_s=1.0) for m in MEASURED}
+    fleet = _Fleet([job], "fifo", TINY, 0.05, switching="replay", costs=costs)
+    fleet.done[job.experiment_id] = min(12, len(job.durations) - 1)
+    done = fleet.done[job.experiment_id]
+    cost = fleet.switch_cost(_Device("w9"), job)
+    since = done // 10 * 10
+    assert fleet.result.replayed_rounds == done - since
+    assert cost == pytest.approx(1.0 + sum(job.durations[since:done]))
+
+
 @pytest.mark.slow
 def test_it_runs_the_scheduling_benchmark_from_the_command_line(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FEDWEB_BENCH_RESULTS": str(tmp_path)}
@@ -77,7 +103,9 @@ def test_it_runs_the_scheduling_benchmark_from_the_command_line(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads((tmp_path / "scheduling-small-cpu.json").read_text())
-    assert set(record["policies"]) == set(POLICIES) and record["experiments"] == 30
+    assert set(record["summary"]["state"]) == set(POLICIES) and record["experiments"] == 30
+    assert len(record["seeds"]) >= 5 and set(record["summary"]) == {"free", "today", "replay", "state"}
+    assert all(m["state_load_s"] > 0 and m["data_load_s"] > 0 for m in record["measured"])
     assert record["scale"]["workers"] == 2
     assert all(m["mean_seconds"] > 0 and m["footprint_mb"] >= 1 for m in record["measured"])
     assert "| srtf |" in proc.stdout

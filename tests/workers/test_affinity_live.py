@@ -1,0 +1,64 @@
+"""Affinity with real Celery workers (issue 17): with two live workers, an experiment's rounds after the
+first stay on the worker that ran the first (it holds the experiment: no rebuild, no replay); when that
+worker is killed, the other continues and every round is still recorded exactly once."""
+
+import pytest
+
+from orchestrator.models import Experiment, Status
+from tests.conftest import TINY_SPEC
+from tests.live import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SPEC = {**TINY_SPEC, "local": {"epochs": 3}, "evaluation": {"every": 100}}
+
+
+def _switches(e: Experiment) -> list[str]:
+    """Log lines of a worker that did not hold the experiment at the round it had to run."""
+    rows = e.log_entries.filter(message__regex=r"Rebuilt|replaying|loaded the state").values_list("message", flat=True)
+    return list(rows)
+
+
+def _finished(e: Experiment, timeout: float = 120) -> None:
+    def done():
+        e.refresh_from_db()
+        return e.is_finished and e.status
+
+    wait_for(done, timeout, f"experiment {e.pk} to finish (at round {e.current_round}, status {e.status})")
+    assert e.status == Status.COMPLETED, e.error
+    assert list(e.rounds.order_by("round").values_list("round", flat=True)) == list(range(1, e.total_rounds + 1))
+
+
+def test_it_keeps_every_round_after_the_first_on_one_of_two_workers(user, workers):
+    workers.start("w1")
+    workers.start("w2")
+    e = Experiment.objects.create(owner=user, name="affine", spec={**SPEC, "rounds": 12})
+    e.start()
+    claimants = set()
+
+    def finished():
+        e.refresh_from_db()
+        if e.current_round >= 1 and e.worker:
+            claimants.add(e.worker)
+        return e.is_finished
+
+    wait_for(finished, 120, "the experiment to finish", interval=0.05)
+    assert e.status == Status.COMPLETED, e.error
+    assert list(e.rounds.order_by("round").values_list("round", flat=True)) == list(range(1, 13))
+    assert _switches(e) == []  # no round ran on a worker that did not hold the experiment
+    assert len(claimants) == 1, f"rounds ran on {sorted(claimants)}"
+
+
+def test_the_other_worker_continues_when_the_holder_is_killed(user, workers):
+    procs = {"w1": workers.start("w1"), "w2": workers.start("w2")}
+    e = Experiment.objects.create(owner=user, name="holder killed", spec={**SPEC, "rounds": 12})
+    e.start()
+
+    def some_rounds_done():
+        e.refresh_from_db()
+        return e.current_round >= 3 and e.worker
+
+    holder = wait_for(some_rounds_done, 120, "three rounds to be recorded").split("@")[0]
+    procs[holder].kill9()
+    _finished(e)
+    assert not e.worker.startswith(holder + "@"), f"{e.worker} ran the last round, but {holder} was killed"
