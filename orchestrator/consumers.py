@@ -20,6 +20,7 @@ from orchestrator import access, events
 from orchestrator.leak import latest_leak_warnings
 from orchestrator.models import FINISHED, Experiment, RoundMetric, Worker
 from orchestrator.public import host_names, redact
+from orchestrator.rounds import round_dict
 
 FORBIDDEN = 4403  # WebSocket close code: "HTTP 403" in the private 4000-4999 range
 ACCESS_RECHECK_SECONDS = 30.0
@@ -87,6 +88,8 @@ class ExperimentConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
         if time.monotonic() - self.checked_at > ACCESS_RECHECK_SECONDS and not await self._still_allowed():
             return
         self.last_round = event["round"]
+        if self.share_token:  # the public link's page names no worker host (orchestrator.public)
+            event = {**event, "metrics": {**event["metrics"], "worker": ""}}
         await self.send_json(event)
 
     async def status(self, event: events.StatusEvent, recheck: bool = True):
@@ -206,7 +209,7 @@ def _current_user(scope):
 def _round_events(experiment_id: int, after: int) -> list[events.RoundEvent]:
     """Round events for the rounds after ``after``; the newest carries the leak verdict."""
     rows = RoundMetric.objects.filter(experiment_id=experiment_id, round__gt=after).order_by("round")
-    out = [events.round_event(experiment_id, row.to_result_dict()) for row in rows]
+    out = [events.round_event(experiment_id, round_dict(row)) for row in rows]
     if out:
         out[-1]["leak_warnings"] = latest_leak_warnings(experiment_id)
     return out

@@ -123,7 +123,7 @@ def _new_initial(request: HttpRequest) -> dict:
 
 
 def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str, user=None, token: str = "") -> dict:
-    rounds = rounds_of(experiment)
+    rounds = rounds_of(experiment, public=bool(token))
     events = list(experiment.log_entries.order_by("-time", "-id")[:200])[::-1]
     hosts = host_names(experiment) if token else []
     return {
