@@ -28,6 +28,7 @@ from orchestrator.fanout import Prepared, fanout_for
 from orchestrator.leak import latest_leak_warnings
 from orchestrator.models import FINISHED, Experiment, RoundMetric, Worker
 from orchestrator.public import host_names, redact
+from orchestrator.rounds import round_dict
 
 FORBIDDEN = 4403  # WebSocket close code: "HTTP 403" in the private 4000-4999 range
 ACCESS_RECHECK_SECONDS = 30.0
@@ -108,7 +109,7 @@ class ExperimentConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
         if kind == "rounds":
             await self._rounds(event, prepared)
         elif kind == "round":
-            await self.round(event, prepared.text)
+            await self.round(event, await prepared.text_for(public=bool(self.share_token)))
         elif kind == "status":
             await self.status(await prepared.public() if self.share_token else event, redacted=True)
         elif kind == "log":
@@ -124,9 +125,13 @@ class ExperimentConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
         if not self.allowed or event["round"] <= self.last_round or not await self._recheck_due():
             return
         self.last_round = event["round"]
+        if text is None and self.share_token:  # the public link names no worker host (orchestrator.public)
+            event = {**event, "metrics": {**event["metrics"], "worker": ""}}
         await (self.send(text_data=text) if text is not None else self.send_json(event))
 
     async def _rounds(self, event: dict, prepared: Prepared) -> None:
+        public = bool(self.share_token)
+        event = await prepared.public() if public else event
         fresh, last = [], self.last_round
         for r in event["rounds"]:  # in order; a late copy inside the batch is dropped too
             if r["round"] > last:
@@ -136,7 +141,7 @@ class ExperimentConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
             return
         self.last_round = fresh[-1]["round"]
         if len(fresh) == len(event["rounds"]):
-            await self.send(text_data=prepared.text)  # the usual case: the JSON made once for all
+            await self.send(text_data=await prepared.text_for(public))  # the usual case: JSON made once for all
         elif len(fresh) == 1:
             await self.send_json(fresh[0])
         else:
@@ -259,7 +264,7 @@ def _current_user(scope):
 def _round_events(experiment_id: int, after: int) -> list[events.RoundEvent]:
     """Round events for the rounds after ``after``; the newest carries the leak verdict."""
     rows = RoundMetric.objects.filter(experiment_id=experiment_id, round__gt=after).order_by("round")
-    out = [events.round_event(experiment_id, row.to_result_dict()) for row in rows]
+    out = [events.round_event(experiment_id, round_dict(row)) for row in rows]
     if out:
         out[-1]["leak_warnings"] = latest_leak_warnings(experiment_id)
     return out

@@ -44,6 +44,7 @@ class Prepared:
         self.event = event
         self._text: str | None = None
         self._public: dict | None = None
+        self._public_text: str | None = None
 
     @property
     def text(self) -> str:
@@ -56,9 +57,25 @@ class Prepared:
             self._public = await _public_variant(self.event)
         return self._public
 
+    async def text_for(self, public: bool) -> str:
+        """The JSON a socket sends: the event's, or (a public link's socket) its public variant's."""
+        if not public:
+            return self.text
+        if self._public_text is None:
+            self._public_text = json.dumps(await self.public())
+        return self._public_text
+
+
+async def _public_variant(event: dict) -> dict:
+    if event["type"] == "round":  # rounds need no database read: only their worker is blanked
+        return _without_worker(event)
+    if event["type"] == "rounds":
+        return {**event, "rounds": [_without_worker(r) for r in event["rounds"]]}
+    return await _redacted(event)
+
 
 @database_sync_to_async
-def _public_variant(event: dict) -> dict:
+def _redacted(event: dict) -> dict:
     experiment = Experiment.objects.filter(pk=event.get("experiment_id")).first()
     hosts = host_names(experiment) if experiment else []
     if event["type"] == "status":
@@ -66,6 +83,11 @@ def _public_variant(event: dict) -> dict:
     if event["type"] == "log":
         return {**event, "message": redact(event["message"], hosts)}
     return event
+
+
+def _without_worker(event: dict) -> dict:
+    """A round event whose metrics name no worker host (the rounds table's Worker column)."""
+    return {**event, "metrics": {**event["metrics"], "worker": ""}} if "metrics" in event else event
 
 
 class Fanout:

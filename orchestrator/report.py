@@ -25,7 +25,7 @@ def _static_text(relative: str) -> str:
 
 def render_report(experiment: Experiment, *, public: bool = False) -> str:
     """The report's HTML; ``public`` (for public-link holders) leaves out worker host names."""
-    rounds = rounds_of(experiment)
+    rounds = rounds_of(experiment, public=public)
     totals = {
         "up_mb": sum(r["bytes_up"] for r in rounds) / 1e6,
         "down_mb": sum(r["bytes_down"] for r in rounds) / 1e6,

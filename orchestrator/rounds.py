@@ -1,5 +1,6 @@
 """An experiment's rounds as the pages, the API and the report show them: the list of result
-dicts, the rounds table and the CSV file. Every one reads the engine's ``ROUND_RESULT_FIELDS``."""
+dicts, the rounds table and the CSV file. Every one reads the engine's ``ROUND_RESULT_FIELDS``,
+plus ``worker``: where the round ran (the database knows it; the engine does not)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from django.http import HttpResponse
 from workers.engine.result import ROUND_RESULT_FIELDS
 
 MB = 1e6
+# A round as the pages and downloads list it: the engine's result, then the worker that ran it
+# ("" through a public link, which names no worker host: orchestrator.public).
+ROUND_FIELDS = (*ROUND_RESULT_FIELDS, "worker")
 
 
 class Column(NamedTuple):
@@ -36,15 +40,21 @@ TABLE_COLUMNS = (
     Column("round_seconds", "Seconds", 2),
     Column("rss_mb", "RSS MB", 0),
     Column("vram_peak_mb", "VRAM peak MB", 0),
+    Column("worker", "Worker"),
 )
-_unknown = [c.field for c in TABLE_COLUMNS if c.field not in ROUND_RESULT_FIELDS]
+_unknown = [c.field for c in TABLE_COLUMNS if c.field not in ROUND_FIELDS]
 if _unknown:  # fail at import, not on a page: the engine renamed or dropped a field
     raise ImportError(f"rounds table columns not in ROUND_RESULT_FIELDS: {_unknown}")
 
 
-def rounds_of(experiment) -> list[dict]:
-    """Every recorded round of ``experiment``, oldest first, as RoundResult dicts."""
-    return [row.to_result_dict() for row in experiment.rounds.order_by("round")]
+def round_dict(row, *, public: bool = False) -> dict:
+    """A RoundMetric row as ``ROUND_FIELDS``; ``public`` leaves out the worker's host name."""
+    return {**row.to_result_dict(), "worker": "" if public else row.worker}
+
+
+def rounds_of(experiment, *, public: bool = False) -> list[dict]:
+    """Every recorded round of ``experiment``, oldest first, as ``ROUND_FIELDS`` dicts."""
+    return [round_dict(row, public=public) for row in experiment.rounds.order_by("round")]
 
 
 def table_rows(rounds: list[dict]) -> list[list[str]]:
@@ -58,7 +68,7 @@ def table_columns() -> list[dict]:
 
 
 def _cell(value, column: Column) -> str:
-    if value is None:
+    if value is None or value == "":
         return "–"
     if column.digits is None:
         return str(value)
@@ -66,15 +76,15 @@ def _cell(value, column: Column) -> str:
 
 
 def write_rounds_csv(out: IO[str], rounds: list[dict]) -> None:
-    """One header line of RoundResult field names, then one line per round (empty for null)."""
-    writer = csv.DictWriter(out, fieldnames=list(ROUND_RESULT_FIELDS))
+    """One header line of ``ROUND_FIELDS`` names, then one line per round (empty for null)."""
+    writer = csv.DictWriter(out, fieldnames=list(ROUND_FIELDS))
     writer.writeheader()
     writer.writerows(rounds)
 
 
-def rounds_csv_response(experiment) -> HttpResponse:
+def rounds_csv_response(experiment, *, public: bool = False) -> HttpResponse:
     """The rounds CSV download: the page's and the API's are this same response."""
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="experiment-{experiment.pk}-rounds.csv"'
-    write_rounds_csv(response, rounds_of(experiment))
+    write_rounds_csv(response, rounds_of(experiment, public=public))
     return response

@@ -120,7 +120,7 @@ def finish_round(experiment, round_number: int, metrics: dict, *, sharded: bool 
 
         sharding.forget_round(experiment.pk, round_number)  # its shard rows and partial sums
     faults.crash_point("after-record", round_number)
-    events.publish_round(experiment.pk, metrics)
+    events.publish_round(experiment.pk, {**metrics, "worker": experiment.worker})  # as RoundMetric.record has it
     if experiment.current_round >= experiment.total_rounds:
         runtime.forget(experiment.pk)
         experiment.complete()

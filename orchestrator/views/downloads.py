@@ -13,14 +13,15 @@ from orchestrator.rounds import rounds_csv_response, rounds_of
 @login_or_share_token_required
 def experiment_rounds_csv(request: HttpRequest, pk: int) -> HttpResponse:
     experiment = get_experiment_for_request(request, pk)
-    return rounds_csv_response(experiment)
+    return rounds_csv_response(experiment, public=bool(request.GET.get("token")))
 
 
 @login_or_share_token_required
 def experiment_rounds_json(request: HttpRequest, pk: int) -> JsonResponse:
     experiment = get_experiment_for_request(request, pk)
     body = {"id": pk, "name": experiment.name, "status": experiment.status, "spec": experiment.spec}
-    response = JsonResponse({**body, "rounds": rounds_of(experiment)}, json_dumps_params={"indent": 1})
+    rounds = rounds_of(experiment, public=bool(request.GET.get("token")))  # a public link names no host
+    response = JsonResponse({**body, "rounds": rounds}, json_dumps_params={"indent": 1})
     response["Content-Disposition"] = f'attachment; filename="experiment-{pk}-rounds.json"'
     return response
 

@@ -131,7 +131,7 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str,
     external = experiment.kind == Kind.EXTERNAL
     if external and experiment.status == Status.RUNNING and mark_crashed():
         experiment.refresh_from_db()
-    rounds = rounds_of(experiment)
+    rounds = rounds_of(experiment, public=bool(token))
     events = list(experiment.log_entries.order_by("-time", "-id")[:200])[::-1]
     hosts = host_names(experiment) if token else []
     return {

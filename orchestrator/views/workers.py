@@ -1,5 +1,5 @@
-"""The Workers page and its JSON: the queues, and each worker with its current experiment shown
-only to those who may read it."""
+"""The Workers page and its JSON: the queues, each worker with its current experiment shown only
+to those who may read it, and where recent rounds ran (of the experiments the viewer may read)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from orchestrator.access import visible_ids
 from orchestrator.fleet import Worker
 from orchestrator.queues import queue_states
 from orchestrator.shares import current_shares, half_life_hours
+from orchestrator.worker_rounds import RECENT_MINUTES, recent_rounds
 
 
 def _workers_for(user) -> list[dict]:
@@ -44,6 +45,8 @@ def worker_list(request: HttpRequest) -> HttpResponse:
         "queues": queues,
         "shares": current_shares(request.user, [q.name for q in queues]),
         "half_life_hours": half_life_hours(),
+        "recent_rounds": recent_rounds(request.user),
+        "recent_minutes": RECENT_MINUTES,
     }
     return render(request, "orchestrator/worker_list.html", ctx)
 
@@ -51,4 +54,5 @@ def worker_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def worker_list_json(request: HttpRequest) -> JsonResponse:
     queues = [q.to_dict() for q in queue_states(broker=True)]
-    return JsonResponse({"workers": _workers_for(request.user), "queues": queues})
+    body = {"workers": _workers_for(request.user), "queues": queues, "recent_rounds": recent_rounds(request.user)}
+    return JsonResponse(body)

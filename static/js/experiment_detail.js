@@ -118,7 +118,7 @@
     if (!body) return;
     // The columns come from the server (orchestrator/rounds.py TABLE_COLUMNS), as the rows it rendered.
     const cells = page.table_columns.map((c) =>
-      c.digits === null ? (m[c.field] ?? "–") : fmt(m[c.field] === null ? null : m[c.field] / c.scale, c.digits));
+      c.digits === null ? ([null, undefined, ""].includes(m[c.field]) ? "–" : m[c.field]) : fmt(m[c.field] === null ? null : m[c.field] / c.scale, c.digits));
     const tr = document.createElement("tr");
     for (const c of cells) { const td = document.createElement("td"); td.className = "num"; td.textContent = c; tr.appendChild(td); }
     body.insertBefore(tr, body.firstChild);

@@ -149,7 +149,7 @@ def test_it_returns_rounds_as_csv(api, world):
     response = api.get(_url(world.experiment, "rounds.csv"), HTTP_ACCEPT="text/csv")
     assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
-    assert len(rows) == 2 and list(rows[0]) == list(ROUND_RESULT_FIELDS)
+    assert len(rows) == 2 and list(rows[0]) == [*ROUND_RESULT_FIELDS, "worker"]  # and where it ran
     assert rows[1]["round"] == "2" and rows[1]["bytes_up"] == "5" and rows[1]["vram_peak_mb"] == ""
 
 

@@ -7,7 +7,7 @@ from django.contrib.auth.models import AnonymousUser
 
 from orchestrator import events
 from orchestrator.consumers import ExperimentConsumer
-from orchestrator.models import Experiment, Worker
+from orchestrator.models import Experiment, RoundMetric, Worker
 from orchestrator.public import redact
 from tests.accounts.world import make_experiment, make_user
 
@@ -22,6 +22,7 @@ def public_run(db):
     Experiment.objects.filter(pk=experiment.pk).update(
         worker=HOST, status="failed", error=f"Round 3 failed: {MACHINE} ran out of memory"
     )
+    RoundMetric.objects.filter(experiment=experiment).update(worker=HOST)  # the rounds table's Worker column
     experiment.refresh_from_db()
     experiment.log("info", f"Running round 1 on {HOST}")
     experiment.log("warning", "Round 2 moved from cpu1@other-host to another machine")

@@ -50,7 +50,7 @@ def test_it_sends_history_after_n_then_status_then_only_new_rounds(experiment, u
         assert connected
         first = await _drain(ws)
         assert [(m["type"], m.get("round")) for m in first] == [("round", 2), ("round", 3), ("status", None)]
-        assert first[0]["metrics"] == _metrics(2)
+        assert first[0]["metrics"] == {**_metrics(2), "worker": ""}  # and where it ran
         # The newest round carries the server's leak verdict for the badge; older replayed ones don't.
         assert (first[0]["leak_warnings"], first[1]["leak_warnings"]) == (None, [])
         assert {"started", "finished", "worker", "waiting"} <= set(first[2])  # what the status line shows

@@ -1,7 +1,7 @@
 """The RoundResult field list is declared once, by the engine: the model, the API and the table follow it."""
 
 from orchestrator.records import RoundMetric
-from orchestrator.rounds import TABLE_COLUMNS
+from orchestrator.rounds import ROUND_FIELDS, TABLE_COLUMNS
 from orchestrator.serializers import RoundSerializer
 from workers.engine.result import ROUND_RESULT_FIELDS
 
@@ -17,5 +17,5 @@ def test_it_serves_exactly_the_round_result_fields_in_the_api():
     assert list(RoundSerializer().fields) == list(ROUND_RESULT_FIELDS)
 
 
-def test_it_shows_only_round_result_fields_in_the_table():
-    assert {c.field for c in TABLE_COLUMNS} <= set(ROUND_RESULT_FIELDS)
+def test_it_shows_only_round_result_fields_and_the_worker_in_the_table():
+    assert {c.field for c in TABLE_COLUMNS} <= set(ROUND_FIELDS) == {*ROUND_RESULT_FIELDS, "worker"}
