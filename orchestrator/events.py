@@ -119,7 +119,7 @@ def _iso(moment) -> str | None:
 
 
 def status_event(experiment) -> StatusEvent:
-    from orchestrator.queues import waiting_status
+    from orchestrator.queues import waiting_for
 
     return {
         "type": "status",
@@ -131,13 +131,7 @@ def status_event(experiment) -> StatusEvent:
         "started": _iso(experiment.started),
         "finished": _iso(experiment.finished),
         "worker": experiment.worker,
-        "waiting": waiting_status(
-            experiment.status,
-            experiment.queue,
-            experiment.spec,
-            plugins=experiment.plugins,
-            experiment_id=experiment.pk,
-        ),
+        "waiting": waiting_for(experiment),
         "final": experiment.is_settled,
     }
 

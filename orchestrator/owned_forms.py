@@ -11,7 +11,22 @@ from orchestrator.access import teams_for_creation
 from orchestrator.models import check_team_visibility
 
 
-class OwnedForm(forms.Form):
+class TeamVisibilityChecks:
+    """The rules of every form that sets a team and a visibility (creation forms, a sweep's sharing)."""
+
+    def clean_visibility(self) -> str:
+        return self.cleaned_data["visibility"] or "private"
+
+    def clean(self):
+        cleaned = super().clean()
+        try:
+            check_team_visibility(cleaned.get("visibility"), cleaned.get("team"))
+        except ValidationError as e:
+            self.add_error(None, e)  # keyed by field: lands on "visibility"
+        return cleaned
+
+
+class OwnedForm(TeamVisibilityChecks, forms.Form):
     """Name, description, tags, team and visibility; ``help_texts`` lets a subclass word its own."""
 
     help_texts: dict[str, str] = {}
@@ -35,14 +50,3 @@ class OwnedForm(forms.Form):
     def clean_tags(self) -> list[str]:
         tags = [t.strip() for t in self.cleaned_data["tags"].split(",")]
         return list(dict.fromkeys(t for t in tags if t))
-
-    def clean_visibility(self) -> str:
-        return self.cleaned_data["visibility"] or "private"
-
-    def clean(self):
-        cleaned = super().clean()
-        try:
-            check_team_visibility(cleaned.get("visibility"), cleaned.get("team"))
-        except ValidationError as e:
-            self.add_error(None, e)  # keyed by field: lands on "visibility"
-        return cleaned

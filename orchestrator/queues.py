@@ -171,6 +171,13 @@ def waiting_status(
     return {"queue": queue, "depth": depth, "reason": reason, "text": text}
 
 
+def waiting_for(experiment) -> dict | None:
+    """:func:`waiting_status` of one experiment (the dashboard and its status events)."""
+    return waiting_status(
+        experiment.status, experiment.queue, experiment.spec, plugins=experiment.plugins, experiment_id=experiment.pk
+    )
+
+
 def behind_reason(experiment_id: int, queue: str, served: dict[str, list[LiveWorker]] | None = None) -> str:
     """Why a queued run that a live worker could take has not started: "behind 1 running
     experiment on the cpu queue (fifo); about 4 min", or "" when nothing is ahead of it.

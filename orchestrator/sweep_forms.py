@@ -15,8 +15,7 @@ from accounts.models import Team
 from fedweb import inputs
 from orchestrator.access import teams_for_creation
 from orchestrator.forms import ExperimentForm, form_name
-from orchestrator.models import check_team_visibility
-from orchestrator.owned_forms import OwnedForm
+from orchestrator.owned_forms import OwnedForm, TeamVisibilityChecks
 from orchestrator.sweep_model import SEED_FIELD, SWEEP_MODES
 from orchestrator.sweeps import SweepError, expand
 from workers.engine.spec import option_key, spec_fields
@@ -155,7 +154,7 @@ class SweepForm(ExperimentForm):
         return field if not self.from_json and field in self.fields else "base_spec"
 
 
-class SweepSharingForm(forms.Form):
+class SweepSharingForm(TeamVisibilityChecks, forms.Form):
     """A sweep's team and visibility (a sweep has no public link), changed after its creation; its
     runs follow it (``views.sweep_sharing.apply_sharing``)."""
 
@@ -168,14 +167,3 @@ class SweepSharingForm(forms.Form):
         if sweep is not None and sweep.team_id:  # a team owner of someone else's team may keep it there
             teams = teams | Team.objects.filter(pk=sweep.team_id)
         self.fields["team"].queryset = teams.distinct()
-
-    def clean_visibility(self) -> str:
-        return self.cleaned_data["visibility"] or "private"
-
-    def clean(self):
-        cleaned = super().clean()
-        try:
-            check_team_visibility(cleaned.get("visibility"), cleaned.get("team"))
-        except ValidationError as e:
-            self.add_error(None, e)  # keyed by field: lands on "visibility"
-        return cleaned

@@ -24,7 +24,7 @@ from orchestrator.forms import ExperimentForm, spec_initial
 from orchestrator.leak import leak_warnings
 from orchestrator.models import ACTIVE, Experiment, Kind, Status
 from orchestrator.public import host_names, redact, redact_events
-from orchestrator.queues import live_workers_by_queue, queue_depths, submit_warnings, waiting_status
+from orchestrator.queues import live_workers_by_queue, queue_depths, submit_warnings, waiting_for, waiting_status
 from orchestrator.rounds import rounds_of, table_columns, table_rows
 from orchestrator.spec_table import spec_groups
 from orchestrator.summaries import METRICS, cells, summaries_for, summarize
@@ -136,13 +136,7 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str,
     hosts = host_names(experiment) if token else []
     return {
         "experiment": experiment,
-        "waiting": waiting_status(
-            experiment.status,
-            experiment.queue,
-            experiment.spec,
-            plugins=experiment.plugins,
-            experiment_id=experiment.pk,
-        ),
+        "waiting": waiting_for(experiment),
         "error": redact(experiment.error, hosts),
         "charts": dashboard_charts(rounds, None if external else experiment.spec),
         "custom_charts": custom_charts(experiment) if external else {},

@@ -8,33 +8,15 @@ import random
 import time
 
 import pytest
-import torch
 
 from orchestrator.models import Experiment, Status
 from tests.conftest import TINY_SPEC
 from tests.live import wait_for
-from workers.engine.runner import Simulation
+from tests.workers.reference import recorded_rounds, reference_rounds
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 BROKERS = pytest.mark.parametrize("broker", ["redis", "amqp"], indirect=True)
-COMPARED = ("participants", "completed", "samples", "bytes_up", "bytes_down", "train_loss", "test_loss",
-            "test_accuracy")  # fmt: skip
-
-
-def _reference(spec: dict) -> list[tuple]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as in the workers (OMP_NUM_THREADS=1): the same arithmetic order
-    try:
-        sim = Simulation(Experiment(spec=spec).parsed_spec())
-        results = [sim.next_round().to_dict() for _ in range(spec["rounds"])]
-    finally:
-        torch.set_num_threads(threads)
-    return [tuple(r[k] for k in COMPARED) for r in results]
-
-
-def _recorded(experiment) -> list[tuple]:
-    return list(experiment.rounds.order_by("round").values_list(*COMPARED))
 
 
 def _finished(experiment, timeout=240):
@@ -74,7 +56,7 @@ def test_it_records_every_round_once_through_ten_random_kills(user, workers, bro
     assert kills == 10, f"the run ended after {kills} kills, at round {e.current_round}"
     _finished(e)
     assert list(e.rounds.order_by("round").values_list("round", flat=True)) == list(range(1, 201))
-    assert _recorded(e) == _reference(spec)
+    assert recorded_rounds(e) == reference_rounds(spec)
     assert e.log_entries.filter(level="warning", message__contains="sent it again").exists()
 
 
@@ -91,7 +73,7 @@ def test_it_sends_the_next_round_when_killed_between_recording_and_sending(user,
     workers.start("w2")
     _finished(e, timeout=120)
     assert list(e.rounds.order_by("round").values_list("round", flat=True)) == [1, 2, 3, 4, 5, 6]
-    assert _recorded(e) == _reference(spec)
+    assert recorded_rounds(e) == reference_rounds(spec)
     # Round 4 was ready, not lost: w2's first heartbeat scheduled it (no warning: nothing was lost).
     assert not e.log_entries.filter(level="warning", message__contains="Round 4").exists()
 

@@ -7,6 +7,7 @@ import pytest
 
 from orchestrator.models import Experiment, LogEntry, Status
 from tests.conftest import TINY_SPEC
+from tests.workers.reference import recorded_rounds
 from workers import round_state, runtime
 from workers.engine import Spec
 from workers.engine.checkpoint import read_checkpoint
@@ -26,8 +27,6 @@ STATEFUL = {
     "local": {"momentum": 0.9},
     "evaluation": {"every": 1},
 }
-COMPARED = ("participants", "completed", "samples", "bytes_up", "bytes_down", "train_loss", "test_loss",
-            "test_accuracy")  # fmt: skip
 TIMING = {"round_seconds", "train_seconds", "rss_mb", "threads", "vram_allocated_mb", "vram_reserved_mb",
           "vram_peak_mb"}  # fmt: skip
 
@@ -48,10 +47,6 @@ def _run(e: Experiment, rounds, *, fresh_worker: bool) -> None:
         if fresh_worker:
             runtime._cache.clear()  # as if another worker process took the round
         execute_round(e.pk, r, worker=f"w{r}", dispatch=False)
-
-
-def _recorded(e: Experiment) -> list[tuple]:
-    return list(e.rounds.order_by("round").values_list(*COMPARED))
 
 
 def _messages(e: Experiment, level: str) -> list[str]:
@@ -81,7 +76,7 @@ def test_a_fresh_worker_loads_the_state_and_replays_nothing(user):
     e = _experiment(user)
     _run(e, range(1, 7), fresh_worker=True)
     e.refresh_from_db()
-    assert e.status == Status.COMPLETED and _recorded(e) == _recorded(reference)
+    assert e.status == Status.COMPLETED and recorded_rounds(e) == recorded_rounds(reference)
     assert _messages(e, "warning") == []
     loads = [m for m in _messages(e, "info") if "loaded the state of round" in m]
     assert len(loads) == 5 and loads[0].startswith("Round 2 on w2: loaded the state of round 1 in ")
@@ -102,7 +97,7 @@ def test_a_held_simulation_behind_the_experiment_loads_the_newer_state(user):
     _run(e, [4], fresh_worker=False)
     assert runtime._cache[e.pk] is stale and stale.sim.round == 4  # loaded into it, not rebuilt
     _run(e, [5], fresh_worker=False)
-    assert _recorded(e) == _recorded(reference)
+    assert recorded_rounds(e) == recorded_rounds(reference)
     assert any(m.startswith("Round 4 on w4: loaded the state of round 3") for m in _messages(e, "info"))
 
 
@@ -118,7 +113,7 @@ def test_a_state_written_before_a_crash_is_not_loaded_for_the_round_that_wrote_i
     ahead.next_round()
     round_state.publish(e.pk, ahead)  # state 3, as the dead worker left it
     _run(e, range(3, 7), fresh_worker=True)
-    assert _recorded(e) == _recorded(reference) and _messages(e, "warning") == []
+    assert recorded_rounds(e) == recorded_rounds(reference) and _messages(e, "warning") == []
 
 
 @pytest.mark.parametrize("damage", ["torn", "missing"])
@@ -133,7 +128,7 @@ def test_without_a_readable_state_it_replays_from_an_older_one_with_a_warning(us
     else:
         path.unlink()  # its worker died before writing it
     _run(e, range(4, 7), fresh_worker=True)
-    assert _recorded(e) == _recorded(reference)
+    assert recorded_rounds(e) == recorded_rounds(reference)
     assert _messages(e, "warning") == [
         "Round 4 on w4: no readable state of round 3; replaying rounds 3..3 from the state of round 2"
     ]
@@ -147,7 +142,7 @@ def test_with_no_state_at_all_it_replays_from_the_newest_checkpoint(user):
     for path in Path(round_state.state_path(e.pk, 0).parent).glob("state-*"):
         path.unlink()
     _run(e, range(4, 7), fresh_worker=True)
-    assert _recorded(e) == _recorded(reference)
+    assert recorded_rounds(e) == recorded_rounds(reference)
     assert _messages(e, "warning") == [
         "Round 4 on w4: no readable state of round 3; replaying rounds 3..3 from the checkpoint of round 2"
     ]

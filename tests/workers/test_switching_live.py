@@ -4,31 +4,16 @@ on data it keeps loaded; rounds are never replayed except after a crash, and eve
 the experiment run alone."""
 
 import pytest
-import torch
 
 from orchestrator.models import Experiment, LogEntry, RoundMetric, Status
 from orchestrator.sweeps import create_sweep
 from tests.conftest import TINY_SPEC
 from tests.live import wait_for
-from workers.engine.runner import Simulation
+from tests.workers.reference import recorded_rounds, reference_rounds
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SPEC = {**TINY_SPEC, "rounds": 30, "evaluation": {"every": 5}}
-COMPARED = ("participants", "completed", "samples", "bytes_up", "bytes_down", "train_loss", "test_loss",
-            "test_accuracy")  # fmt: skip
-
-
-def _reference(spec: dict) -> list[tuple]:
-    """The experiment run alone, in this process, as the workers run it (one thread)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as in the workers (OMP_NUM_THREADS=1): the same arithmetic order
-    try:
-        sim = Simulation(Experiment(spec=spec).parsed_spec())
-        results = [sim.next_round().to_dict() for _ in range(spec["rounds"])]
-    finally:
-        torch.set_num_threads(threads)
-    return [tuple(r[k] for k in COMPARED) for r in results]
 
 
 def _submit(user, count: int, **spec) -> list[Experiment]:
@@ -58,7 +43,7 @@ def _all_finished(experiments, timeout=600) -> None:
 def _assert_identical_and_once(experiments) -> None:
     for e in experiments:
         assert list(e.rounds.order_by("round").values_list("round", flat=True)) == list(range(1, e.total_rounds + 1))
-        assert list(e.rounds.order_by("round").values_list(*COMPARED)) == _reference(e.spec), e.name
+        assert recorded_rounds(e) == reference_rounds(e.spec), e.name
 
 
 def _log(experiments, level: str, contains: str) -> list[str]:
