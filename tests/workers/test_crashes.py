@@ -93,7 +93,7 @@ def test_it_hands_a_dead_workers_round_to_a_live_one(user, workers, settings):
     held = e.current_round
     first.kill9()
     # The lease runs out WORKER_LOST_AFTER after its last renewal; w2's next heartbeat re-sends the
-    # round; then the round itself (rebuilt from a checkpoint). How long that takes is a measurement
+    # round; then the round itself (w2 loads the state w1 published). How long that takes is a measurement
     # (benchmarks/recovery.py), not this test's business: the bound only keeps a broken run from hanging.
     _progress(e, held, timeout=settings.WORKER_LOST_AFTER + 2 * settings.HEARTBEAT_INTERVAL + 60)
     _finished(e)
