@@ -131,8 +131,9 @@ class _Fleet:
     def service_now(self, now: float) -> dict[str, float]:
         return {k: decayed(s, now - t, self.half_life) for k, (s, t) in self.service.items()}
 
-    def dispatch(self, now: float) -> None:
-        """One scheduling pass, as ``schedule()`` makes it: policies.order, then placement.place."""
+    def dispatch(self, now: float, by: set[str] | frozenset[str] = frozenset()) -> None:
+        """One scheduling pass, as ``schedule(by=)`` makes it: policies.order, then placement.place;
+        affinity only for what the workers in ``by`` (those whose round just ended) hold."""
         if not self.ready or all(len(d.running) >= self.slots for d in self.devices):
             return
         view = QueueView(now, self.service_now(now), self.probe, self.scale.age_boost_seconds)
@@ -141,7 +142,7 @@ class _Fleet:
             for d in self.devices
         ]
         free = sum(self.slots - len(d.running) for d in self.devices)
-        holders = dict(self.holder) if self.affinity else {}
+        holders = {j: h for j, h in self.holder.items() if h in by} if self.affinity else {}
         fleet = Fleet(rooms, free, holders, pack_slots=self.scale.slots, margin=self.scale.margin)
 
         def send(c: Candidate, to: str) -> bool:
@@ -225,10 +226,13 @@ class _Fleet:
             self.result.jain_team_weighted += jain(list(teams.values())) * dt
             self.result.present_seconds += dt
 
-    def complete(self, now: float) -> None:
+    def complete(self, now: float) -> set[str]:
+        """Finish the rounds due at ``now``; returns the workers that finished one (they schedule next)."""
+        finished: set[str] = set()
         for dev in self.devices:
             for r in [r for r in dev.running if r.remaining <= EPS * max(1.0, now)]:
                 dev.running.remove(r)
+                finished.add(dev.hostname)
                 job = self.jobs[r.job]
                 self.done[r.job] += 1
                 if r.job in dev.held:
@@ -241,6 +245,7 @@ class _Fleet:
                     self.result.finish[r.job] = now
                 else:
                     self.ready[r.job] = self.candidate(job, now)
+        return finished
 
 
 def _remember(cache: OrderedDict, key, value, size: int) -> None:
@@ -265,19 +270,19 @@ def simulate(
     ``affinity=False`` places rounds as FedWeb did before issue 17 (any free worker)."""
     fleet = _Fleet(jobs, policy, scale, probe_round_seconds, switching=switching, costs=costs, affinity=affinity)
     arrivals = sorted(jobs, key=lambda j: (j.submitted, j.experiment_id))
-    now, nxt = 0.0, 0
+    now, nxt, finished = 0.0, 0, set()
     while len(fleet.result.finish) < len(jobs):
         while nxt < len(arrivals) and arrivals[nxt].submitted <= now:
             fleet.ready[arrivals[nxt].experiment_id] = fleet.candidate(arrivals[nxt], arrivals[nxt].submitted)
             nxt += 1
-        fleet.dispatch(now)
+        fleet.dispatch(now, by=finished)
         arrival = arrivals[nxt].submitted if nxt < len(arrivals) else math.inf
         t = min(arrival, fleet.next_completion(now))
         if math.isinf(t):
             raise RuntimeError(f"simulation stalled at t={now} under {policy}")
         fleet.account(t - now)
         now = t
-        fleet.complete(now)
+        finished = fleet.complete(now)
     fleet.result.makespan = max(fleet.result.finish.values()) - min(j.submitted for j in jobs)
     return fleet.result
 

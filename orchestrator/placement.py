@@ -16,7 +16,8 @@ Rules, in order of precedence:
 - **Affinity**: a round goes to the worker that ran the experiment's previous round (it holds the
   experiment, and its data, in its caches) through that worker's own queue, when that worker is live,
   serves the queue and has a free slot; otherwise to the shared queue (``""``), where any worker takes
-  it at the price of a state load.
+  it at the price of a state load. ``Fleet.holders`` lists only what the scheduling worker itself
+  holds (``schedule(by=)``): a holder known to be alive, never one that may have died between rounds.
 - **Pack**: a round goes to the least busy live worker it fits on (``policies.pack_fits``), the one that
   holds it winning ties; rounds of unknown memory (first-round probes) go before measured ones, so they
   take idle workers, and boosted (aged) rounds stay first.

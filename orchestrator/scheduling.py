@@ -91,8 +91,13 @@ def _send(experiment_id: int, round_number: int, queue: str, to: str = "") -> No
         log.warning("could not send round %s of experiment %s", round_number, experiment_id, exc_info=True)
 
 
-def schedule(queue: str) -> list[tuple[int, int]]:
+def schedule(queue: str, *, by: str = "") -> list[tuple[int, int]]:
     """Send ``queue``'s ready rounds, best first by its policy, while it has room; returns what was sent.
+
+    ``by``: the worker that calls this right after a round of its own (``workers.tasks``). Only it
+    gets affinity: it is alive, and the experiments whose last round it recorded go back to it. Any
+    other caller (a heartbeat, the web) cannot know that a round's holder is still alive (it may have
+    died between two rounds, its heartbeat not yet stale), so it sends to the shared queue.
 
     Which round goes first is ``policies.order``; where it goes is ``placement.place`` (the worker that
     ran its previous round when that one has a free slot, else the shared queue; pack and plugin rules
@@ -116,7 +121,7 @@ def schedule(queue: str) -> list[tuple[int, int]]:
     fleet = placement.Fleet(
         rooms=candidates.live_rooms(queue, now),
         room=_room(queue, now),
-        holders=_holders(experiments),
+        holders=_holders(experiments, by),
         plugins={e.pk: e.plugins for e in experiments if e.plugins},
         pack_slots=settings.FEDWEB_PACK_SLOTS,
     )
@@ -129,11 +134,15 @@ def schedule(queue: str) -> list[tuple[int, int]]:
     return [(c.experiment_id, by_id[c.experiment_id].current_round + 1) for c in sent]
 
 
-def _holders(experiments: list[Experiment]) -> dict[int, str]:
-    """The worker that recorded each experiment's last round. Not one that claimed a later round and
-    never recorded it (it died or is dying with its lease run out): affinity would send the round back
-    to it, to wait there until the reconciler noticed it is gone."""
-    return {e.pk: e.worker for e in experiments if e.current_round > 0 and e.claimed_round == e.current_round}
+def _holders(experiments: list[Experiment], by: str) -> dict[int, str]:
+    """The experiments whose last round ``by`` recorded, mapped to it. Not one it claimed a later round
+    of and never recorded (its lease ran out): affinity would send the round back to a worker that
+    may be dying, to wait there until the reconciler noticed it is gone."""
+    return {
+        e.pk: e.worker
+        for e in experiments
+        if by and e.worker == by and e.current_round > 0 and e.claimed_round == e.current_round
+    }
 
 
 def _room(queue: str, now) -> int:

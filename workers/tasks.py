@@ -35,16 +35,16 @@ def execute_round(experiment_id: int, round_number: int, *, worker: str, log_lin
         return _execute(experiment_id, round_number, worker, log_line)
     finally:
         if dispatch:
-            _schedule_queue_of(experiment_id)
+            _schedule_queue_of(experiment_id, worker)
 
 
-def _schedule_queue_of(experiment_id: int) -> None:
+def _schedule_queue_of(experiment_id: int, worker: str) -> None:
     from orchestrator.models import Experiment
     from orchestrator.scheduling import schedule
 
     queue = Experiment.objects.filter(pk=experiment_id).values_list("queue", flat=True).first()
     try:
-        schedule(queue or "")
+        schedule(queue or "", by=worker)  # this worker is alive: it keeps what it holds (affinity)
     except Exception:  # the database may be away for a moment: the next heartbeat schedules it
         log.warning("could not schedule after round of experiment %s", experiment_id, exc_info=True)
 

@@ -20,6 +20,7 @@ from tests.conftest import TINY_SPEC
 pytestmark = pytest.mark.django_db
 
 HOSTS = ["w1@h", "w2@h", "w3@h"]
+BY = "w2@h"  # the worker that just recorded a round and schedules (it holds a and e)
 CAPACITY_MB = 1000.0
 # name: (rounds done, mean round seconds, peak MB, last worker, running on (claimed), priority, owner)
 WORLD = {
@@ -86,7 +87,7 @@ def _simulated(made: dict[str, Experiment], policy: str, now: float) -> list[tup
             key = share_key(made[name].owner_id, None)
             served = fleet.service.get(key, (0.0, now))[0]
             fleet.service[key] = (served + seconds * done, now)
-    fleet.dispatch(now)
+    fleet.dispatch(now, by={BY})
     return [(experiment, to) for _, _, experiment, to in fleet.result.trace]
 
 
@@ -95,7 +96,7 @@ def test_the_simulation_sends_the_same_rounds_to_the_same_workers_as_schedule(
     user, other_user, enqueued, settings, policy
 ):
     made, now = _world({"user": user, "other": other_user}, policy, settings)
-    sent = schedule("cpu")
+    sent = schedule("cpu", by=BY)
     production = []
     for (experiment, round_number), (_, kw) in zip(sent, enqueued, strict=True):
         queue = getattr(kw["queue"], "name", kw["queue"])

@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from orchestrator.models import Experiment
+from orchestrator.sweep_stats import run_labels
 from tests import live
 from tests.browser.conftest import ARTIFACTS, drawn, log_in, points, start_daphne, trace_xs
 from tests.dashboard.conftest import make_experiment
@@ -178,7 +179,12 @@ def test_it_overlays_two_experiments_on_the_compare_page(page, alice, daphne):
     page.wait_for_url("**/compare/?ids=*")
     page.wait_for_function("() => (document.getElementById('cmp-accuracy').data || []).length === 2")
     names = page.evaluate("() => document.getElementById('cmp-accuracy').data.map(t => t.name)")
-    assert sorted(names) == sorted([f"fedavg run #{a.pk}", f"fedprox run #{b.pk}"])
+    a.refresh_from_db()
+    b.refresh_from_db()
+    # Each run by its short label (the fields that differ), the same in the page's one legend.
+    assert sorted(names) == sorted(run_labels([a, b])) and "name=fedavg" in " ".join(names)
+    legend = page.locator("#chart-legend .legend-item").all_inner_texts()
+    assert sorted(t.strip() for t in legend) == sorted(run_labels([a, b]))
     assert sorted(len(x) for x in trace_xs(page, "cmp-accuracy")) == [4, 6]
     for chart in ("cmp-loss", "cmp-memory", "cmp-bandwidth"):
         assert page.locator(f"#{chart} .main-svg").count() > 0

@@ -94,7 +94,11 @@ def test_it_downloads_rounds_as_csv_and_json(alice_client, user):
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert [int(r["round"]) for r in rows] == [1, 2, 3] and float(rows[1]["test_accuracy"]) == 0.2
     body = alice_client.get(f"/experiments/{experiment.pk}/rounds.json").json()
-    assert body["id"] == experiment.pk and body["rounds"][2] == {**round_result(3), "worker": ""} and body["spec"]["rounds"] == 5
+    assert (
+        body["id"] == experiment.pk
+        and body["rounds"][2] == {**round_result(3), "worker": ""}
+        and body["spec"]["rounds"] == 5
+    )
 
 
 def test_it_builds_a_self_contained_report(alice_client, user):

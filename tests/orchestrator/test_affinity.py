@@ -1,5 +1,6 @@
-"""schedule(): an experiment's next round goes to the worker that ran its previous round, through that
-worker's own queue, when it is live and has a free slot; otherwise to the shared queue (issue 17)."""
+"""schedule(by=): an experiment's next round goes to the worker that ran its previous round, through that
+worker's own queue, when that worker itself schedules after its round and has a free slot; otherwise
+(busy, or scheduled by anyone else: a heartbeat, the web) to the shared queue (issue 17)."""
 
 from datetime import timedelta
 
@@ -34,9 +35,19 @@ def test_it_sends_the_next_round_to_the_worker_that_ran_the_previous_one(user, t
     e = _new(user, "a")
     assert _targets(enqueued) == ["cpu"]  # round 1: nobody holds it, any worker takes it
     _ran_round_on(e, "w2@h")
-    assert schedule("cpu") == [(e.pk, 2)]
+    assert schedule("cpu", by="w2@h") == [(e.pk, 2)]
     assert _targets(enqueued)[-1] == "w2@h.dq2"
     assert Experiment.objects.get(pk=e.pk).dispatched_to == "w2@h"
+
+
+def test_another_scheduler_sends_a_held_experiment_to_the_shared_queue(user, two_workers, enqueued):
+    # w1 recorded round 1, then died before scheduling round 2; its heartbeat is not stale yet. w2's
+    # heartbeat (or the web) must not send round 2 to w1's own queue, where it would wait for the
+    # reconciler: it goes where any live worker takes it.
+    e = _new(user, "a")
+    _ran_round_on(e, "w1@h")
+    assert schedule("cpu") == [(e.pk, 2)]
+    assert _targets(enqueued)[-1] == "cpu"
 
 
 def test_it_sends_to_the_shared_queue_when_the_holder_is_busy(user, two_workers, enqueued):
@@ -45,14 +56,14 @@ def test_it_sends_to_the_shared_queue_when_the_holder_is_busy(user, two_workers,
     _ran_round_on(b, "w1@h")
     b.refresh_from_db()
     assert b.claim(2, "w1@h", 1)  # w1 runs b's round 2 now
-    assert schedule("cpu") == [(a.pk, 2)]
+    assert schedule("cpu", by="w1@h") == [(a.pk, 2)]
     assert _targets(enqueued)[-1] == "cpu"
 
 
 def test_a_round_sent_to_a_holder_that_died_is_sent_again_to_the_shared_queue(user, two_workers, enqueued):
     e = _new(user, "a")
     _ran_round_on(e, "w1@h")
-    schedule("cpu")
+    schedule("cpu", by="w1@h")
     assert _targets(enqueued)[-1] == "w1@h.dq2"
     Worker.objects.filter(hostname="w1@h").update(last_heartbeat=timezone.now() - timedelta(hours=1))
     assert (e.pk, 2) in reconcile()
@@ -63,7 +74,7 @@ def test_a_round_sent_to_a_holder_that_died_is_sent_again_to_the_shared_queue(us
 def test_a_round_whose_holder_let_its_lease_run_out_goes_to_the_shared_queue(user, two_workers, enqueued):
     e = _new(user, "a")
     _ran_round_on(e, "w1@h")
-    schedule("cpu")
+    schedule("cpu", by="w1@h")
     e.refresh_from_db()
     assert e.claim(2, "w1@h", 1)  # w1 took round 2, then died with it: its lease runs out
     now = timezone.now()
