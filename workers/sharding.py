@@ -35,7 +35,7 @@ def execute_shard(experiment_id: int, round_number: int, index: int, *, worker: 
     finally:
         from workers.tasks import _schedule_queue_of
 
-        _schedule_queue_of(experiment_id)  # this slot is free again, and the next round may be ready
+        _schedule_queue_of(experiment_id, worker)  # this slot is free again, and the next round may be ready
 
 
 def _run(experiment, row, worker: str):
