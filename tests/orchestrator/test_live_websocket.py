@@ -14,10 +14,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 
 def _until_completed(ws, timeout=120) -> list[dict]:
+    """Every message until the run's final status; a batch of rounds that arrived close together
+    (``{"type": "rounds"}``, orchestrator.fanout) counts as its rounds, in order."""
     messages = []
     while True:
         message = json.loads(ws.recv(timeout=timeout))
-        messages.append(message)
+        messages.extend(message["rounds"] if message["type"] == "rounds" else [message])
         if message["type"] == "status" and message["status"] in ("completed", "failed"):
             return messages
 
