@@ -19,7 +19,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
 
 from orchestrator import access, events
-from orchestrator.consumers import FORBIDDEN
+from orchestrator.consumers import FORBIDDEN, _GroupsMixin
 from orchestrator.models import Sweep
 
 
@@ -32,7 +32,7 @@ class SweepChanged(TypedDict):
     change: Literal["connected", "round", "status"]
 
 
-class SweepConsumer(AsyncJsonWebsocketConsumer):
+class SweepConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
     """Signed-in users who may view the sweep (a sweep has no public link)."""
 
     async def dispatch(self, message):
@@ -77,15 +77,6 @@ class SweepConsumer(AsyncJsonWebsocketConsumer):
         pass  # the sweep page shows no run's log
 
     # -- groups and access --------------------------------------------------------------------------
-
-    async def join(self, *groups: str) -> None:
-        for group in groups:
-            await self.channel_layer.group_add(group, self.channel_name)
-            self.joined.append(group)
-
-    async def disconnect(self, code):
-        for group in getattr(self, "joined", []):
-            await self.channel_layer.group_discard(group, self.channel_name)
 
     async def forbid(self) -> None:
         self.allowed = False
