@@ -4,7 +4,7 @@ from django import forms
 from django.contrib.auth.forms import UserCreationForm
 
 from accounts.models import Role, Team
-from orchestrator.access import teams_for_creation
+from orchestrator.experiments.access import teams_for_creation
 from orchestrator.models import Experiment
 
 

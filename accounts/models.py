@@ -2,7 +2,7 @@
 
 A team owner manages members and invitations; owners and members create and control the team's
 experiments; viewers only read them. Who may see or change an *experiment* is decided in
-``orchestrator.access`` from these roles.
+``orchestrator.experiments.access`` from these roles.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 from accounts.forms import InviteForm, RoleForm, SharingForm, SignupForm, TeamForm
 from accounts.models import Invitation, LastOwnerError, Membership, Team
 from accounts.tokens import current_token, revoke_token, rotate_token
-from orchestrator.access import get_experiment_for_user, share_path
+from orchestrator.experiments.access import get_experiment_for_user, share_path
 
 
 def _get_team_for_user(request: HttpRequest, pk: int, *, manage: bool = False) -> Team:

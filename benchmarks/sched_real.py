@@ -1,6 +1,6 @@
 """``python -m benchmarks scheduling --real``: the small trace run for real, every policy in every repeat.
 
-For every policy of ``orchestrator.policies`` a fresh FedWeb is started on this machine
+For every policy of ``orchestrator.fleet.policies`` a fresh FedWeb is started on this machine
 (``benchmarks.fleet.LocalFleet``: its own SQLite database, two Celery CPU workers with one torch thread,
 ``FEDWEB_POLICY=cpu=<policy>``, the Redis at ``$REDIS_URL`` as broker), and a driver process submits the
 seeded small trace (``sched_trace.generate``, seed 0, 30 experiments) through the ORM: each experiment is

@@ -1,8 +1,8 @@
 """The scheduling benchmark's discrete-event fleet simulation (see ``scheduling.py``).
 
-It decides with production's code: ``orchestrator.policies.order`` says which ready round goes first
-and ``orchestrator.placement.place`` where it goes (the worker that holds the experiment, pack, the
-shared queue), the two functions ``orchestrator.scheduling.schedule`` calls. Modelled here is only
+It decides with production's code: ``orchestrator.fleet.policies.order`` says which ready round goes first
+and ``orchestrator.fleet.placement.place`` where it goes (the worker that holds the experiment, pack, the
+shared queue), the two functions ``orchestrator.fleet.scheduling.schedule`` calls. Modelled here is only
 what production does not decide: the broker (a round sent to the shared queue goes to the first
 device with a free slot), processor sharing between packed rounds, and what a switch costs.
 
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from benchmarks.sched_trace import SCALES, Job, Measured, Scale, generate, jain
-from orchestrator.placement import Fleet, WorkerRoom, place
-from orchestrator.policies import Candidate, QueueView, decayed, order
+from orchestrator.fleet.placement import Fleet, WorkerRoom, place
+from orchestrator.fleet.policies import Candidate, QueueView, decayed, order
 
 __all__ = ["SCALES", "Job", "Measured", "Scale", "SWITCHING", "MODELS", "generate", "jain", "simulate", "summarise"]
 

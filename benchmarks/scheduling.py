@@ -1,7 +1,7 @@
 """Scheduling policies on a shared fleet (issue 10, after Salus): ``python -m benchmarks scheduling``.
 
 Checks Salus's claim that shortest-remaining-time-first and packing cut mean completion time substantially
-against FIFO. Every policy of ``orchestrator.policies`` runs the same seeded trace; per policy it reports
+against FIFO. Every policy of ``orchestrator.fleet.policies`` runs the same seeded trace; per policy it reports
 mean and p95 completion time (submit -> finish), makespan, worker utilisation and Jain's fairness index.
 
 How the traces are built (``sched_trace.generate``, seeds 0-4):
@@ -24,7 +24,7 @@ How the traces are built (``sched_trace.generate``, seeds 0-4):
    Arrivals are Poisson, with the window set so offered load = 120% of the fleet (a contended fleet, as in Salus).
 
 The simulation (``sched_sim.simulate``) is a discrete-event fleet of N devices (2 small, 64 full), decided
-at round boundaries by production's own ``orchestrator.policies.order`` and ``orchestrator.placement.place``
+at round boundaries by production's own ``orchestrator.fleet.policies.order`` and ``orchestrator.fleet.placement.place``
 (the worker that holds the experiment when it has a free slot, else the shared queue, which the first
 free device takes; under ``pack`` a busy device takes a second round, ``FEDWEB_PACK_SLOTS`` = 2, when
 ``pack_fits`` says so, 10% margin; unknown memory runs alone). What packing costs in speed is **assumed,
@@ -59,7 +59,7 @@ from typing import Any
 from benchmarks.common import Options
 from benchmarks.sched_sim import MODELS, SCALES, Job, Measured, Scale, generate, simulate, summarise
 from benchmarks.sched_summary import format_summary, readme_figures, summarise_seeds
-from orchestrator.policies import POLICIES
+from orchestrator.fleet.policies import POLICIES
 
 SEED = 0  # the --real trace's seed
 SEEDS = range(5)  # the simulation's traces

@@ -131,7 +131,7 @@ def record_rounds(experiment_id: int, rounds: int, rate: float, start: threading
     """What a worker does per round, at ``rate`` rounds/s: the row, current_round, the event."""
     from django.db import close_old_connections
 
-    from orchestrator import events
+    from orchestrator.live import events
     from orchestrator.models import Experiment, RoundMetric
 
     experiment = Experiment.objects.get(pk=experiment_id)

@@ -20,7 +20,7 @@ from fedweb.env import (
     redis_urls,
     secret_key,
 )
-from orchestrator.policies import POLICIES  # pure: no Django, safe to import here
+from orchestrator.fleet.policies import POLICIES  # pure: no Django, safe to import here
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -52,7 +52,7 @@ if HEARTBEAT_INTERVAL >= WORKER_LOST_AFTER:
     raise ImproperlyConfigured("HEARTBEAT_INTERVAL must be shorter than WORKER_LOST_AFTER")
 # A round sent but claimed by no worker for this long is sent again (a lost message; harmless if not).
 ROUND_RESEND_AFTER = env_int("ROUND_RESEND_AFTER", 300, min_value=1)
-# Scheduling (orchestrator/scheduling.py): the policy of each queue ("cpu=srtf,gpu=pack"; unnamed
+# Scheduling (orchestrator/fleet/scheduling.py): the policy of each queue ("cpu=srtf,gpu=pack"; unnamed
 # queues use fifo), how long a ready round may wait before it goes first whatever the policy, and
 # packing: the memory budget of a CPU worker (0: never pack on CPU; GPU workers use their device's
 # total from the heartbeat) and the most rounds one worker runs at once. ``fair`` forgets: a round's
@@ -72,7 +72,7 @@ FEDWEB_MAX_CLIENTS = env_int("FEDWEB_MAX_CLIENTS", 500_000, min_value=1)
 FEDWEB_MAX_DATASET = env_bytes("FEDWEB_MAX_DATASET", 16 * 10**9)
 # The most runs one sweep may expand into (configurations x seeds); a bigger one is refused whole.
 FEDWEB_SWEEP_MAX_RUNS = env_int("FEDWEB_SWEEP_MAX_RUNS", 200, min_value=1)
-# Prometheus metrics (orchestrator/metrics.py, workers/metrics.py): web /metrics needs this bearer
+# Prometheus metrics (orchestrator/fleet/metrics.py, workers/metrics.py): web /metrics needs this bearer
 # token when set, else answers loopback only; each worker serves its own on this port (+1, +2...
 # when taken by another worker on the host), or not at all when unset.
 FEDWEB_METRICS_TOKEN = env_token("FEDWEB_METRICS_TOKEN")

@@ -6,7 +6,8 @@ class OrchestratorConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from orchestrator import access_signals, scheduling  # noqa: F401 - connect their receivers
+        from orchestrator.fleet import scheduling  # noqa: F401 - connect their receivers
+        from orchestrator.live import access_signals  # noqa: F401 - connect their receivers
         from workers.engine.plugins import load_plugins
 
         # The web validates specs and records their plugins' provenance, so it loads the same plugins

@@ -22,13 +22,13 @@ from django.db.models.signals import post_delete
 from django.dispatch import Signal, receiver
 from django.utils import timezone
 
-from orchestrator import events
+from orchestrator.experiments.limits import check_new_spec
+from orchestrator.experiments.records import Checkpoint, LogEntry, RoundMetric, checkpoint_folder
 from orchestrator.external.models import CustomMetric, ExternalRun
-from orchestrator.fleet import Worker, pick_queue
-from orchestrator.limits import check_new_spec
-from orchestrator.records import Checkpoint, LogEntry, RoundMetric, checkpoint_folder
-from orchestrator.sharding import RoundShard
-from orchestrator.sweep_model import Sweep
+from orchestrator.fleet.sharding import RoundShard
+from orchestrator.fleet.workers import Worker, pick_queue
+from orchestrator.live import events
+from orchestrator.sweeps.models import Sweep
 from workers.engine.provenance import spec_provenance
 from workers.engine.spec import Spec, SpecError
 
@@ -79,7 +79,7 @@ def check_team_visibility(visibility: str, team) -> None:
 
 
 # Sent when an experiment's next round becomes ready outside a round task (start, resume).
-# orchestrator.scheduling, which is built on these models, answers it: the models never import it.
+# orchestrator.fleet.scheduling, which is built on these models, answers it: the models never import it.
 round_ready = Signal()  # sender=Experiment; experiment=..., resumed=bool
 
 
@@ -97,7 +97,7 @@ class Experiment(models.Model):
     sweep = models.ForeignKey(Sweep, models.CASCADE, null=True, blank=True, related_name="experiments")
     spec = models.JSONField(validators=[validate_spec])
     # The plugin components the spec uses, as created: [{"kind", "name", "plugin", "version", "hash"}].
-    # Its rounds run only on workers with that same plugin source (orchestrator.scheduling).
+    # Its rounds run only on workers with that same plugin source (orchestrator.fleet.scheduling).
     plugins = models.JSONField(default=list, blank=True, editable=False)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT, db_index=True)
     current_round = models.PositiveIntegerField(default=0)  # rounds completed and recorded

@@ -24,8 +24,8 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
-from orchestrator import access
-from orchestrator.consumers import ExperimentConsumer
+from orchestrator.experiments import access
+from orchestrator.live.consumers import ExperimentConsumer
 from orchestrator.models import Experiment, ExternalRun, Kind, Status, Sweep
 from tests.accounts.world import fast_password_hashing, make_experiment, make_world  # noqa: F401
 from tests.conftest import TINY_SPEC
@@ -320,7 +320,7 @@ def test_it_refuses_revoked_and_foreign_tokens_on_the_socket(world):
 
 @pytest.mark.django_db
 def test_it_limits_private_experiments_to_their_owner(world):
-    from orchestrator.access import experiments_visible_to
+    from orchestrator.experiments.access import experiments_visible_to
 
     private = make_experiment(world.owner, team=world.team, visibility="private", name="private")
     assert [u.username for u in (world.owner, world.superuser) if access.can_view(private, u)] == ["olivia", "root"]
@@ -333,7 +333,7 @@ def test_it_opens_the_public_link_page_to_the_token_only(world, client):
     from django.http import Http404
     from django.test import RequestFactory
 
-    from orchestrator.access import get_experiment_for_request, get_experiment_for_token
+    from orchestrator.experiments.access import get_experiment_for_request, get_experiment_for_token
 
     token = world.experiment.share_token
     assert get_experiment_for_token(token) == world.experiment
@@ -353,7 +353,7 @@ def test_it_opens_the_public_link_page_to_the_token_only(world, client):
 
 @pytest.mark.django_db
 def test_it_never_trusts_a_role_annotated_for_another_user(world):
-    from orchestrator.access import experiments_visible_to
+    from orchestrator.experiments.access import experiments_visible_to
 
     as_member = experiments_visible_to(world.member).get(pk=world.experiment.pk)
     assert access.can_control(as_member, world.member) and not access.can_control(as_member, world.viewer)

@@ -1,7 +1,7 @@
 """Worker heartbeats: every few seconds a worker records itself, its queues, its GPUs and its
 plugins (``registry.installed_plugins()``: what routing matches experiments against), renews
 the leases of the rounds its processes are running, and re-sends rounds that were lost
-(``orchestrator.scheduling.reconcile``), so a dead worker's round restarts within
+(``orchestrator.fleet.scheduling.reconcile``), so a dead worker's round restarts within
 ``WORKER_LOST_AFTER`` seconds on any live worker.
 
 Runs as a daemon thread in the worker's main process, started by Celery's ``worker_ready``
@@ -80,7 +80,8 @@ def _loop(hostname: str, queues: str, slots: int) -> None:
 def beat(hostname: str, queues: str, slots: int = 1):
     from django.utils import timezone
 
-    from orchestrator import events, scheduling
+    from orchestrator.fleet import scheduling
+    from orchestrator.live import events
     from orchestrator.models import Worker
     from workers.engine.registry import installed_plugins
 
@@ -125,8 +126,8 @@ class QueueTable:
 
     def publish_if_changed(self, now: float) -> bool:
         """Send the table if it changed since the last one sent (``now``: a monotonic clock)."""
-        from orchestrator import events
-        from orchestrator.queues import queue_states
+        from orchestrator.fleet.queues import queue_states
+        from orchestrator.live import events
 
         read = self.read_at is None or now - self.read_at >= BROKER_READ_SECONDS
         states = queue_states(broker=read)

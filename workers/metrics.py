@@ -39,7 +39,7 @@ class WorkerCollector:
         self.queues = queues
 
     def collect(self) -> Iterable[Metric]:
-        from orchestrator.metrics import add_gpu_memory
+        from orchestrator.fleet.metrics import add_gpu_memory
         from workers import heartbeat
 
         labels = [self.hostname]
@@ -94,7 +94,7 @@ def pool_rss_bytes() -> int:
 
 def metrics_app(registry: CollectorRegistry, token: str):
     """The WSGI app: the registry's metrics, behind ``Authorization: Bearer <token>`` when a token is set."""
-    from orchestrator.metrics import token_matches
+    from orchestrator.fleet.metrics import token_matches
 
     inner = make_wsgi_app(registry)
 

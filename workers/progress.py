@@ -2,7 +2,7 @@
 imports Channels: they call ``log_line(level, message)``, and the callback made here turns it into
 a LogEntry row plus a live ``log`` event (or a line on stdout for the headless command).
 
-("report" in FedWeb means the offline HTML report, ``orchestrator/report.py``, and nothing else.)"""
+("report" in FedWeb means the offline HTML report, ``orchestrator/web/report.py``, and nothing else.)"""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from django.conf import settings
 
-from orchestrator.limits import datasets_root
+from orchestrator.experiments.limits import datasets_root
 from orchestrator.models import Checkpoint, Experiment, checkpoint_folder
 from workers import round_state
 from workers.engine.data import cache as data_cache

@@ -1,4 +1,4 @@
-"""A shard of a sharded round, on whichever worker took it (``orchestrator.sharding`` keeps the rows).
+"""A shard of a sharded round, on whichever worker took it (``orchestrator.fleet.sharding`` keeps the rows).
 
 The worker brings its simulation to the end of the previous round (its cache, or the round
 state the round before published), plans the round (every worker plans alike),
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 def execute_shard(experiment_id: int, round_number: int, index: int, *, worker: str) -> None:
     """Run shard ``index`` of round ``round_number`` (and conclude the round if it is the last)."""
-    from orchestrator import sharding
+    from orchestrator.fleet import sharding
     from orchestrator.models import Experiment
     from workers.tasks import refuse_without_plugins
 
@@ -39,7 +39,7 @@ def execute_shard(experiment_id: int, round_number: int, index: int, *, worker: 
 
 
 def _run(experiment, row, worker: str):
-    from orchestrator import sharding
+    from orchestrator.fleet import sharding
     from orchestrator.models import RoundMetric, Worker
     from workers import oom, progress, runtime
     from workers.engine import shards

@@ -39,8 +39,8 @@ def execute_round(experiment_id: int, round_number: int, *, worker: str, log_lin
 
 
 def _schedule_queue_of(experiment_id: int, worker: str) -> None:
+    from orchestrator.fleet.scheduling import schedule
     from orchestrator.models import Experiment
-    from orchestrator.scheduling import schedule
 
     queue = Experiment.objects.filter(pk=experiment_id).values_list("queue", flat=True).first()
     try:
@@ -64,7 +64,7 @@ def _execute(experiment_id: int, round_number: int, worker: str, log_line):
     if not experiment.claim(round_number, worker, os.getpid()):
         _refused(experiment)
         return None
-    from orchestrator import events
+    from orchestrator.live import events
     from workers import progress, runtime
 
     experiment.refresh_from_db()
@@ -72,7 +72,7 @@ def _execute(experiment_id: int, round_number: int, worker: str, log_line):
     if not was_running:
         log_line("info", f"Running round {round_number} on {worker}")
         events.publish_status(experiment)
-    from orchestrator import sharding
+    from orchestrator.fleet import sharding
 
     if sharding.is_sharded(experiment):
         sharding.fan_out(experiment, round_number)  # the shards train it; the last one records it
@@ -109,14 +109,14 @@ def finish_round(experiment, round_number: int, metrics: dict, *, sharded: bool 
     ``advance`` is the arbiter: of racing deliveries of the same round one gets past it. Returns
     the experiment when its next round should follow, else None.
     """
-    from orchestrator import events
+    from orchestrator.live import events
     from orchestrator.models import ACTIVE
     from workers import faults, runtime
 
     if not experiment.advance(round_number):
         return None  # a racing delivery (or conclusion) of the same round recorded it first
     if sharded:
-        from orchestrator import sharding
+        from orchestrator.fleet import sharding
 
         sharding.forget_round(experiment.pk, round_number)  # its shard rows and partial sums
     faults.crash_point("after-record", round_number)
@@ -137,8 +137,8 @@ def _lacks_plugins(experiment, round_number: int, worker: str) -> bool:
     other source): it logs why on the experiment, corrects this worker's row (the scheduler chose it
     from a heartbeat that is stale) and makes the round ready again for an eligible worker. Nothing
     is claimed, so the round is neither lost nor run twice."""
+    from orchestrator.fleet.scheduling import release
     from orchestrator.models import ACTIVE
-    from orchestrator.scheduling import release
 
     claimable = experiment.status in ACTIVE and experiment.current_round == round_number - 1
     if not claimable or experiment.round_in_flight():
@@ -177,7 +177,7 @@ def refuse_without_plugins(experiment, worker: str, work: str) -> bool:
 
 def _refused(experiment) -> None:
     """A delivery that may not run: stopped, a duplicate of a round in flight, or a late copy."""
-    from orchestrator import events
+    from orchestrator.live import events
     from orchestrator.models import ACTIVE
 
     if experiment.status not in ACTIVE:

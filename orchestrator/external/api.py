@@ -27,12 +27,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import Team
-from orchestrator import access
+from orchestrator.api.serializers import TeamAndVisibility
+from orchestrator.experiments import access
 from orchestrator.external import ingest
 from orchestrator.external.auth import HasRunToken, RunTokenAuthentication, RunTokenThrottle
 from orchestrator.external.models import ExternalRun
 from orchestrator.models import Experiment, Kind, Status, Visibility
-from orchestrator.serializers import TeamAndVisibility
 
 MAX_CONFIG_CHARS = 50_000
 

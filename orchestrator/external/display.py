@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from orchestrator.external.models import CustomMetric
-from orchestrator.spec_table import flatten
+from orchestrator.web.spec_table import flatten
 
 MAX_CHARTS = 50  # the run's names are bounded (FEDWEB_EXTERNAL_MAX_METRICS); so is the page
 

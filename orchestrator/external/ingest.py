@@ -19,8 +19,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from orchestrator import events
 from orchestrator.external.models import CustomMetric, ExternalRun
+from orchestrator.live import events
 from orchestrator.models import Experiment, RoundMetric, Status
 
 MAX_ROUNDS_PER_BATCH = 1000

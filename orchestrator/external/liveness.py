@@ -9,7 +9,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from orchestrator import events
+from orchestrator.live import events
 from orchestrator.models import Experiment, Kind, Status
 
 

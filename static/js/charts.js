@@ -1,5 +1,5 @@
 // The chart controls shared by the dashboard, the compare page and the offline report. The figures
-// come from orchestrator/charts.py; this file keeps each figure as the server sent it (x in rounds,
+// come from orchestrator/web/charts.py; this file keeps each figure as the server sent it (x in rounds,
 // raw y) and redraws it through the reader's choices: x-axis (round, wall-clock seconds, MB
 // communicated), EMA smoothing with the raw points faint behind, linear or log y, zoom linked across
 // the charts, bars turned into lines when they would be too thin, CSV/PNG downloads, and on the
@@ -171,7 +171,7 @@
       link(id);
     }
 
-    // A trace's y for a round, by the recipe in its meta (orchestrator.charts.Series.value).
+    // A trace's y for a round, by the recipe in its meta (orchestrator.web.charts.Series.value).
     function value(meta, m) {
       const vs = meta.keys.map((k) => m[k]);
       if (vs.some((v) => v === null || v === undefined)) return null;

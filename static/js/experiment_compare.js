@@ -1,4 +1,4 @@
-// Compare: the figures orchestrator/charts.py built (one colour and dash per experiment), drawn with
+// Compare: the figures orchestrator/web/charts.py built (one colour and dash per experiment), drawn with
 // the shared chart controls of static/js/charts.js.
 (function () {
   "use strict";

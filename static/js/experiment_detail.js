@@ -1,4 +1,4 @@
-// The experiment dashboard: draws the figures orchestrator/charts.py rendered into the page (through
+// The experiment dashboard: draws the figures orchestrator/web/charts.py rendered into the page (through
 // static/js/charts.js), then appends each live round's points. The offline report inlines this same file; without a ws_url it
 // only draws.
 (function () {
@@ -30,7 +30,7 @@
     return true;
   }
 
-  // The summary block (orchestrator/summaries.py) follows the live rounds too.
+  // The summary block (orchestrator/experiments/summaries.py) follows the live rounds too.
   const summary = { best: null, acc: null, loss: null, mb: 0, eps: null };
   document.querySelectorAll("#summary [data-col]").forEach((el) => {
     const v = el.querySelector("b").textContent;
@@ -57,7 +57,7 @@
     if (el) el.textContent = text;
   }
 
-  // The server runs the leak heuristic (orchestrator/leak.py) and sends its verdict with the round.
+  // The server runs the leak heuristic (orchestrator/experiments/leak.py) and sends its verdict with the round.
   function showLeak(warnings) {
     const badge = $("leak-badge");
     if (!badge || !warnings) return;
@@ -116,7 +116,7 @@
   function addTableRow(m) {
     const body = document.querySelector("#rounds-table tbody");
     if (!body) return;
-    // The columns come from the server (orchestrator/rounds.py TABLE_COLUMNS), as the rows it rendered.
+    // The columns come from the server (orchestrator/experiments/rounds.py TABLE_COLUMNS), as the rows it rendered.
     const cells = page.table_columns.map((c) =>
       c.digits === null ? ([null, undefined, ""].includes(m[c.field]) ? "–" : m[c.field]) : fmt(m[c.field] === null ? null : m[c.field] / c.scale, c.digits));
     const tr = document.createElement("tr");

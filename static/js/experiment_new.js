@@ -25,7 +25,7 @@
     return Object.values(errors).flat().join("; ") || "Could not compute the preview.";
   }
 
-  // Each box asks its own endpoint (orchestrator/views/previews.py), which computes it from the
+  // Each box asks its own endpoint (orchestrator/web/views/previews.py), which computes it from the
   // fields it reads: a box shows its own figures, or why it has none, never another box's error.
   // A newer request for the same box makes an older answer moot.
   const seqs = {};

@@ -18,7 +18,7 @@
       socket.onopen = () => { delay = 1000; state("live"); };
       socket.onmessage = (e) => {
         const ev = JSON.parse(e.data);
-        // Rounds that came faster than a page draws arrive together (orchestrator/fanout.py).
+        // Rounds that came faster than a page draws arrive together (orchestrator/live/fanout.py).
         if (ev.type === "rounds") ev.rounds.forEach((round) => opts.onMessage(round));
         else opts.onMessage(ev);
       };

@@ -1,5 +1,5 @@
-// Sweep page: draws the figures orchestrator/charts.py built, sorts the configurations table by the
-// clicked heading, and follows the runs live: the sweep's socket (orchestrator/sweep_live.py) says
+// Sweep page: draws the figures orchestrator/web/charts.py built, sorts the configurations table by the
+// clicked heading, and follows the runs live: the sweep's socket (orchestrator/live/sweeps.py) says
 // when a run changed, and the page fetches the progress, the rows and the figures again from the
 // access-checked live.json (at most one request in flight; changes meanwhile make one more).
 (function () {

@@ -1,7 +1,7 @@
 import pytest
 from django.urls import reverse
 
-from orchestrator import access
+from orchestrator.experiments import access
 from orchestrator.models import Experiment
 from tests.accounts.world import make_experiment, make_world
 

@@ -2,7 +2,7 @@ import pytest
 from django.urls import reverse
 
 from accounts.models import LastOwnerError, Membership, Role, Team
-from orchestrator import access
+from orchestrator.experiments import access
 from tests.accounts.world import make_user, make_world
 
 pytestmark = pytest.mark.django_db

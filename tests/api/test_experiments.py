@@ -5,7 +5,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from orchestrator import access
+from orchestrator.experiments import access
 from orchestrator.models import Experiment, Status
 from tests.accounts.world import PASSWORD, make_experiment, make_world, metrics
 from tests.conftest import TINY_SPEC

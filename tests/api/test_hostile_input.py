@@ -7,7 +7,7 @@ from rest_framework.test import APIClient
 
 from accounts.models import Team
 from fedweb.inputs import MAX_JSON_DEPTH, JSONInputError, loads, parse_int
-from orchestrator.consumers import ExperimentConsumer
+from orchestrator.live.consumers import ExperimentConsumer
 from orchestrator.models import Experiment
 from tests.accounts.world import make_experiment
 from tests.conftest import TINY_SPEC

@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks.sched_sim import SCALES, Measured, generate, simulate, summarise
 from benchmarks.scheduling import format_table, policy_table
-from orchestrator.policies import POLICIES
+from orchestrator.fleet.policies import POLICIES
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASURED = [Measured("tiny", 0.05, 0.1, 20.0), Measured("quickstart", 0.6, 0.05, 80.0)]

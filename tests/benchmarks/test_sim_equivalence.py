@@ -11,10 +11,10 @@ import pytest
 from django.utils import timezone
 
 from benchmarks.sched_sim import SCALES, Job, _Fleet, _Running
-from orchestrator.candidates import share_key
+from orchestrator.fleet.candidates import share_key
+from orchestrator.fleet.policies import POLICIES
+from orchestrator.fleet.scheduling import schedule
 from orchestrator.models import Experiment, RoundMetric, Worker
-from orchestrator.policies import POLICIES
-from orchestrator.scheduling import schedule
 from tests.conftest import TINY_SPEC
 
 pytestmark = pytest.mark.django_db

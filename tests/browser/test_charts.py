@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import events
+from orchestrator.live import events
 from orchestrator.models import Experiment, RoundMetric
 from tests.browser.conftest import drawn, log_in
 from tests.browser.test_live_pages import _off_the_loop

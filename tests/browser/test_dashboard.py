@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from orchestrator.models import Experiment
-from orchestrator.sweep_stats import run_labels
+from orchestrator.sweeps.stats import run_labels
 from tests import live
 from tests.browser.conftest import ARTIFACTS, drawn, log_in, points, start_daphne, trace_xs
 from tests.dashboard.conftest import make_experiment
@@ -83,7 +83,7 @@ def test_it_runs_the_quickstart_preset_live_and_reports_offline(page, alice, dap
             assert view.locator(f"#{chart} .main-svg").count() > 0, chart
         assert trace_xs(view, "chart-accuracy") == [list(range(1, 9))]
         # The points the live page appended round by round are those the server computed for the
-        # report from the database: one chart definition (orchestrator/charts.py).
+        # report from the database: one chart definition (orchestrator/web/charts.py).
         for chart in CHARTS:
             for live_trace, report_trace in zip(live_figures[chart], drawn(view, chart), strict=True):
                 assert live_trace[:2] == report_trace[:2], chart

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.forms import HIDDEN_SPEC_FIELDS, form_name
+from orchestrator.web.forms import HIDDEN_SPEC_FIELDS, form_name
 from tests.browser.conftest import log_in
 from workers.engine.fields import applies
 from workers.engine.spec import spec_fields

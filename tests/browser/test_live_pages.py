@@ -8,7 +8,7 @@ import threading
 import pytest
 from django.conf import settings
 
-from orchestrator import events
+from orchestrator.live import events
 from orchestrator.models import Experiment, RoundMetric
 from tests.browser.conftest import drawn, log_in
 from tests.dashboard.conftest import make_experiment

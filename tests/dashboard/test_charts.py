@@ -1,12 +1,12 @@
-"""The charts defined once (orchestrator/charts.py): what each trace reads from a round, and the
+"""The charts defined once (orchestrator/web/charts.py): what each trace reads from a round, and the
 figures the dashboard, the compare page and the report draw."""
 
 import pytest
 
-from orchestrator.charts import CHARTS, EMPTY_TEXT, MB, Series, compare_charts, dashboard_charts, x_axes
-from orchestrator.leak import latest_leak_warnings
+from orchestrator.experiments.leak import latest_leak_warnings
 from orchestrator.models import RoundMetric
-from orchestrator.sweep_stats import run_labels
+from orchestrator.sweeps.stats import run_labels
+from orchestrator.web.charts import CHARTS, EMPTY_TEXT, MB, Series, compare_charts, dashboard_charts, x_axes
 from tests.dashboard.conftest import make_experiment
 from tests.factories import round_result
 

@@ -10,8 +10,8 @@ from html.parser import HTMLParser
 import pytest
 from rest_framework.test import APIClient
 
-from orchestrator.forms import HIDDEN_SPEC_FIELDS, form_name
 from orchestrator.models import Experiment
+from orchestrator.web.forms import HIDDEN_SPEC_FIELDS, form_name
 from tests.dashboard.test_forms import form_data
 from workers.engine.spec import spec_fields
 

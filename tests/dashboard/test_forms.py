@@ -1,7 +1,7 @@
 import pytest
 
-from orchestrator.forms import ExperimentForm, spec_initial
 from orchestrator.models import Experiment
+from orchestrator.web.forms import ExperimentForm, spec_initial
 from workers.engine.presets import PRESETS, VARYING_SCHEDULE
 from workers.engine.spec import Spec
 

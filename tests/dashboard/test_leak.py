@@ -1,4 +1,4 @@
-from orchestrator.leak import leak_check, leak_warnings
+from orchestrator.experiments.leak import leak_check, leak_warnings
 
 
 def test_it_finds_no_leak_in_a_flat_series():

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from orchestrator.models import Experiment, Worker
-from orchestrator.views.compare import spec_differences
+from orchestrator.web.views.compare import spec_differences
 from tests.dashboard.conftest import make_experiment
 from tests.dashboard.test_forms import form_data
 from tests.factories import round_result
@@ -116,7 +116,7 @@ def test_it_builds_a_self_contained_report(alice_client, user):
 
 def test_it_warns_of_a_leak_in_the_report(user):
     from orchestrator.models import RoundMetric
-    from orchestrator.report import render_report
+    from orchestrator.web.report import render_report
 
     experiment = make_experiment(user, spec={"rounds": 20})
     for n in range(1, 21):

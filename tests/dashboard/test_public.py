@@ -1,14 +1,14 @@
-"""The public read-only link shows the run, never the machines it ran on (orchestrator/public.py)."""
+"""The public read-only link shows the run, never the machines it ran on (orchestrator/experiments/public.py)."""
 
 import pytest
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
-from orchestrator import events
-from orchestrator.consumers import ExperimentConsumer
+from orchestrator.experiments.public import redact
+from orchestrator.live import events
+from orchestrator.live.consumers import ExperimentConsumer
 from orchestrator.models import Experiment, RoundMetric, Worker
-from orchestrator.public import redact
 from tests.accounts.world import make_experiment, make_user
 
 HOST, MACHINE = "gpu0@secret-box", "secret-box"

@@ -1,10 +1,10 @@
-"""A run in a few numbers (orchestrator/summaries.py) and its spec as grouped tables (spec_table.py)."""
+"""A run in a few numbers (orchestrator/experiments/summaries.py) and its spec as grouped tables (spec_table.py)."""
 
 import pytest
 
+from orchestrator.experiments.summaries import cells, summaries_for, summarize
 from orchestrator.models import RoundMetric
-from orchestrator.spec_table import spec_groups
-from orchestrator.summaries import cells, summaries_for, summarize
+from orchestrator.web.spec_table import spec_groups
 from tests.dashboard.conftest import make_experiment
 from tests.factories import round_result
 

@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from orchestrator.fleet.scheduling import reconcile, schedule
 from orchestrator.models import Experiment, Worker
-from orchestrator.scheduling import reconcile, schedule
 from tests.orchestrator.test_schedule import _measured, _new
 
 pytestmark = pytest.mark.django_db

@@ -6,8 +6,8 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
 from fedweb.asgi import application
-from orchestrator import events
-from orchestrator.consumers import ExperimentConsumer
+from orchestrator.live import events
+from orchestrator.live.consumers import ExperimentConsumer
 from orchestrator.models import Experiment, RoundMetric
 from tests.conftest import TINY_SPEC
 from tests.factories import round_result
@@ -110,7 +110,7 @@ def test_it_routes_experiment_sockets_through_auth_and_origin_checks(experiment)
 
 
 def test_it_streams_workers_to_signed_in_users_only(user):
-    from orchestrator.consumers import WorkersConsumer
+    from orchestrator.live.consumers import WorkersConsumer
     from orchestrator.models import Worker
     from workers.heartbeat import beat
 

@@ -1,5 +1,5 @@
 """Live events reach many sockets of one experiment through one subscription per process
-(orchestrator.fanout, in-memory channel layer): rounds that come in a burst go out as one message,
+(orchestrator.live.fanout, in-memory channel layer): rounds that come in a burst go out as one message,
 each socket sees each round once and in order, and the public link's redaction is done once per
 event, not once per socket."""
 
@@ -11,8 +11,8 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
-from orchestrator import events, fanout
-from orchestrator.consumers import ExperimentConsumer
+from orchestrator.live import events, fanout
+from orchestrator.live.consumers import ExperimentConsumer
 from orchestrator.models import Experiment, Worker
 from tests.conftest import TINY_SPEC
 from tests.factories import round_result

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.metrics import FleetCollector, RoundTally
+from orchestrator.fleet.metrics import FleetCollector, RoundTally
 from workers.metrics import WorkerCollector
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json"

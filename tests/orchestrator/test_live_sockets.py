@@ -16,7 +16,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from orchestrator import events
+from orchestrator.live import events
 from orchestrator.models import Experiment, RoundMetric, Status, Worker
 from tests.accounts.world import PASSWORD, fast_password_hashing, make_world, metrics  # noqa: F401
 from tests.conftest import TINY_SPEC
@@ -42,7 +42,7 @@ def _first(ws) -> dict:
 
 def _rounds(messages: list[dict]) -> list[int]:
     """The rounds in ``messages``: a ``round`` event, or a ``rounds`` batch of those that came
-    faster than a page draws (orchestrator.fanout)."""
+    faster than a page draws (orchestrator.live.fanout)."""
     out = []
     for m in messages:
         out += [m["round"]] if m["type"] == "round" else [r["round"] for r in m.get("rounds", [])]

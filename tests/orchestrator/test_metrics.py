@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 
-from orchestrator.metrics import SETTLE_S, FleetCollector, RoundTally
+from orchestrator.fleet.metrics import SETTLE_S, FleetCollector, RoundTally
 from orchestrator.models import Experiment, Status, Worker
 from tests.conftest import TINY_SPEC
 from tests.orchestrator.metrics_helpers import parse, round_row, value

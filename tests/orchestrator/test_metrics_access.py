@@ -47,7 +47,7 @@ def test_it_requires_the_bearer_token_from_everyone_when_one_is_set(client, sett
 def test_it_answers_503_when_the_database_is_unavailable(client, settings, monkeypatch):
     from django.db import OperationalError
 
-    from orchestrator import metrics
+    from orchestrator.fleet import metrics
 
     def broken():
         raise OperationalError("database is locked")

@@ -1,6 +1,6 @@
 import pytest
 
-from orchestrator import access
+from orchestrator.experiments import access
 from orchestrator.models import Experiment, LogEntry, RoundMetric, Status, Worker
 from tests.conftest import TINY_SPEC
 from tests.factories import round_result
@@ -41,7 +41,7 @@ def test_it_starts_a_draft_once_and_enqueues_round_one(experiment, enqueued):
 
 
 def test_it_picks_the_queue_from_the_device(user, enqueued):
-    from orchestrator.fleet import pick_queue
+    from orchestrator.fleet.workers import pick_queue
 
     gpu = Experiment.objects.create(owner=user, name="g", spec={**TINY_SPEC, "compute": {"device": "cuda:0"}})
     gpu.start()

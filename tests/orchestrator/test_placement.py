@@ -1,7 +1,7 @@
 """placement.place as a pure function: affinity to the worker that ran the previous round, the shared
 queue otherwise, plugins and pack (issue 17). Sends and reservations are recorded, not performed."""
 
-from orchestrator.placement import Fleet, WorkerRoom, place
+from orchestrator.fleet.placement import Fleet, WorkerRoom, place
 from tests.orchestrator.test_policies import cand, view
 
 

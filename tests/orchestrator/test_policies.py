@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from orchestrator.policies import POLICIES, Candidate, QueueView, order, pack_fits, remaining_seconds
+from orchestrator.fleet.policies import POLICIES, Candidate, QueueView, order, pack_fits, remaining_seconds
 
 NOW = 10_000.0
 
@@ -195,7 +195,7 @@ def test_it_refuses_a_bad_capacity_or_margin_by_name(capacity, margin, field):
 
 def test_it_imports_without_django_or_celery():
     code = (
-        "import sys, orchestrator.policies; "
+        "import sys, orchestrator.fleet.policies; "
         "bad = [m for m in ('django', 'celery', 'channels') if m in sys.modules]; "
         "assert not bad, bad"
     )

@@ -1,12 +1,12 @@
-"""Queues: who serves them, how deep they are, and why a run waits (orchestrator/queues.py)."""
+"""Queues: who serves them, how deep they are, and why a run waits (orchestrator/fleet/queues.py)."""
 
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
+from orchestrator.fleet.queues import broker_message_counts, queue_states, submit_warnings, waiting_reason
 from orchestrator.models import Experiment, Worker
-from orchestrator.queues import broker_message_counts, queue_states, submit_warnings, waiting_reason
 from tests.conftest import TINY_SPEC
 
 pytestmark = pytest.mark.django_db

@@ -1,8 +1,8 @@
 """The RoundResult field list is declared once, by the engine: the model, the API and the table follow it."""
 
-from orchestrator.records import RoundMetric
-from orchestrator.rounds import ROUND_FIELDS, TABLE_COLUMNS
-from orchestrator.serializers import RoundSerializer
+from orchestrator.api.serializers import RoundSerializer
+from orchestrator.experiments.records import RoundMetric
+from orchestrator.experiments.rounds import ROUND_FIELDS, TABLE_COLUMNS
 from workers.engine.result import ROUND_RESULT_FIELDS
 
 

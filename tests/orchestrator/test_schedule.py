@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from orchestrator import sharding
+from orchestrator.fleet import sharding
+from orchestrator.fleet.scheduling import reconcile, schedule
 from orchestrator.models import Experiment, RoundMetric, RoundShard, Worker
-from orchestrator.scheduling import reconcile, schedule
 from tests.conftest import TINY_SPEC
 
 pytestmark = pytest.mark.django_db
@@ -175,7 +175,7 @@ def test_it_never_packs_beside_a_round_of_unknown_memory(user, enqueued, setting
 
 
 def test_it_packs_nothing_on_a_worker_another_scheduler_just_sent_to(user, enqueued, settings):
-    from orchestrator import candidates
+    from orchestrator.fleet import candidates
 
     a, b = _pack_world(user, settings, capacity_mb=1000)
     stale = candidates.live_rooms("cpu", timezone.now())[0]
@@ -187,7 +187,7 @@ def test_it_packs_nothing_on_a_worker_another_scheduler_just_sent_to(user, enque
 def test_it_packs_nothing_more_when_another_scheduler_sent_a_round_after_the_rooms_were_read(
     user, enqueued, settings, monkeypatch
 ):
-    from orchestrator import scheduling
+    from orchestrator.fleet import scheduling
 
     a, b = _pack_world(user, settings, capacity_mb=100_000)
     RoundMetric.objects.filter(experiment__in=[a, b]).delete()  # both unknown: each must run alone

@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from orchestrator.fleet.scheduling import dispatch_round, reconcile, renew_leases
 from orchestrator.models import Experiment, Status
-from orchestrator.scheduling import dispatch_round, reconcile, renew_leases
 from tests.conftest import TINY_SPEC
 from workers.tasks import execute_round
 
@@ -118,7 +118,7 @@ def test_it_tells_the_page_when_a_copy_arrives_for_a_cancelled_run(experiment):
     from asgiref.sync import async_to_sync
     from channels.layers import get_channel_layer
 
-    from orchestrator import events
+    from orchestrator.live import events
 
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()

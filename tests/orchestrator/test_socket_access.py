@@ -12,8 +12,8 @@ from django.test import Client
 from django.urls import reverse
 
 from accounts.models import Role
-from orchestrator import consumers, events
-from orchestrator.consumers import ExperimentConsumer, WorkersConsumer
+from orchestrator.live import consumers, events
+from orchestrator.live.consumers import ExperimentConsumer, WorkersConsumer
 from orchestrator.models import Experiment, Visibility, Worker
 from tests.accounts.world import PASSWORD, fast_password_hashing, make_world, metrics  # noqa: F401
 

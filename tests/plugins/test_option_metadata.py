@@ -8,7 +8,7 @@ from dataclasses import dataclass, make_dataclass
 import pytest
 import torch
 
-from orchestrator.forms import ExperimentForm
+from orchestrator.web.forms import ExperimentForm
 from tests.dashboard.test_forms import form_data
 from workers.engine import registry
 from workers.engine.data.pool import Pool

@@ -73,8 +73,8 @@ def test_a_late_copy_of_a_recorded_round_is_not_reported_as_a_missing_plugin(use
 
 
 def test_a_worker_without_the_plugin_refuses_a_shard_without_claiming_it(user, enqueued):
-    from orchestrator import sharding
-    from orchestrator.sharding import RoundShard
+    from orchestrator.fleet import sharding
+    from orchestrator.fleet.sharding import RoundShard
     from workers.sharding import execute_shard
 
     Worker.objects.create(hostname="w1@h", queue="cpu", plugins=HAS_IT)  # stale: this process has no plugin

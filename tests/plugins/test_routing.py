@@ -3,9 +3,9 @@ recorded hash (its own queue), or waits with the reason shown where other waitin
 
 import pytest
 
+from orchestrator.fleet.queues import submit_warnings, waiting_reason
+from orchestrator.fleet.scheduling import reconcile, schedule
 from orchestrator.models import Experiment, Worker
-from orchestrator.queues import submit_warnings, waiting_reason
-from orchestrator.scheduling import reconcile, schedule
 from tests.conftest import TINY_SPEC
 from tests.plugins.conftest import HAS_IT, RECORDED
 
@@ -110,7 +110,7 @@ def test_it_sends_no_more_to_the_worker_with_the_plugin_than_it_has_slots(user, 
 
 
 def test_the_shards_of_a_run_with_plugins_go_only_to_workers_that_have_them(user, enqueued):
-    from orchestrator import sharding
+    from orchestrator.fleet import sharding
 
     _worker("a-plain@h", slots=2)
     _worker("b-plugin@h", HAS_IT)

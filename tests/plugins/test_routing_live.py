@@ -9,8 +9,8 @@ import os
 
 import pytest
 
+from orchestrator.fleet.queues import waiting_status
 from orchestrator.models import Experiment, LogEntry, Status, Worker
-from orchestrator.queues import waiting_status
 from tests.conftest import TINY_SPEC
 from tests.live import wait_for
 from tests.plugins.conftest import FIXTURE_DIR

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.sweeps import SweepError, expand
+from orchestrator.sweeps.expand import SweepError, expand
 from tests.conftest import TINY_SPEC
 
 VGG = {**TINY_SPEC, "model": {"name": "vgg", "options": {"blocks": 1}}}
@@ -40,7 +40,7 @@ def test_an_axis_naming_no_option_of_any_component_is_refused():
 
 @pytest.mark.parametrize("axis", ["model.options.width", "model.options.vgg.width", "model.width"])
 def test_runs_of_an_option_axis_group_by_its_value_whichever_name_the_axis_uses(axis):
-    from orchestrator.sweep_stats import value_at
+    from orchestrator.sweeps.stats import value_at
 
     stored = [spec.to_dict() for _, spec in expand(VGG, {axis: [1, 2]})]  # what the runs keep
     assert [value_at(s, axis) for s in stored] == [1, 2]
@@ -48,7 +48,7 @@ def test_runs_of_an_option_axis_group_by_its_value_whichever_name_the_axis_uses(
 
 
 def test_the_old_topk_ratio_axis_reads_the_ratio_of_the_link_using_topk():
-    from orchestrator.sweep_stats import value_at
+    from orchestrator.sweeps.stats import value_at
 
     base = {**TINY_SPEC, "communication": {"uplink": "topk"}}
     stored = [spec.to_dict() for _, spec in expand(base, {"communication.topk_ratio": [0.1, 0.2]})]

@@ -10,11 +10,11 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.urls import reverse
 
-from orchestrator import events
+from orchestrator.live import events
+from orchestrator.live.sweeps import SweepConsumer
 from orchestrator.models import Experiment, RoundMetric, Sweep
-from orchestrator.sweep_live import SweepConsumer
-from orchestrator.sweeps import create_sweep
-from orchestrator.views.sweep_sharing import apply_sharing
+from orchestrator.sweeps.expand import create_sweep
+from orchestrator.web.views.sweep_sharing import apply_sharing
 from tests.accounts.world import PASSWORD, fast_password_hashing, make_world, metrics  # noqa: F401
 from tests.conftest import TINY_SPEC
 

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from orchestrator.models import Experiment, RoundMetric, Sweep
-from orchestrator.sweeps import create_sweep
+from orchestrator.sweeps.expand import create_sweep
 from tests.conftest import TINY_SPEC
 from tests.dashboard.test_forms import form_data
 from tests.factories import round_result

@@ -14,7 +14,7 @@ def fresh_queue_table(monkeypatch):
 
 def _always_publish(self, now: float) -> bool:
     # Which worker publishes, whatever the table: the test below is about the role, not changes.
-    from orchestrator import events
+    from orchestrator.live import events
 
     events.publish_queues([])
     return True
@@ -46,7 +46,7 @@ def test_one_worker_publishes_the_queue_table_for_the_fleet_and_another_takes_ov
 
     from django.utils import timezone
 
-    from orchestrator import events
+    from orchestrator.live import events
 
     published: list[str] = []
     monkeypatch.setattr(events, "publish_queues", lambda table=None: published.append("table"))
@@ -69,7 +69,8 @@ def test_one_worker_publishes_the_queue_table_for_the_fleet_and_another_takes_ov
 def test_the_publishing_worker_sends_the_queue_table_only_when_it_changes_and_reads_the_broker_seldom(
     monkeypatch, django_user_model
 ):
-    from orchestrator import events, queues
+    from orchestrator.fleet import queues
+    from orchestrator.live import events
     from orchestrator.models import Experiment
     from tests.conftest import TINY_SPEC
 

@@ -7,7 +7,7 @@ import weakref
 import pytest
 import torch
 
-from orchestrator import sharding
+from orchestrator.fleet import sharding
 from orchestrator.models import Experiment, Status
 from tests.conftest import TINY_SPEC
 from workers.engine import runner, shards

@@ -3,10 +3,10 @@ and ends where the New experiment form projected; the dashboard draws it."""
 
 import pytest
 
-from orchestrator.charts import dashboard_charts
+from orchestrator.experiments.rounds import rounds_of
 from orchestrator.models import Experiment, Status
-from orchestrator.previews import privacy_estimate
-from orchestrator.rounds import rounds_of
+from orchestrator.web.charts import dashboard_charts
+from orchestrator.web.previews import privacy_estimate
 from tests.conftest import TINY_SPEC
 from workers.privacy import epsilon
 from workers.tasks import run_inline

@@ -7,7 +7,7 @@ import torch
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from orchestrator import events
+from orchestrator.live import events
 from orchestrator.models import Checkpoint, Experiment, LogEntry, Status
 from tests.conftest import TINY_SPEC
 from workers import runtime

@@ -3,7 +3,7 @@
 An experiment records, when it is created, the provenance (plugin, version, source hash) of the
 plugin components its spec names, so that its rounds run only where that same code is loaded:
 a worker with another version of the plugin would run a different experiment under the same
-name. The scheduler (``orchestrator.scheduling``) and the round task (``workers.tasks``) both
+name. The scheduler (``orchestrator.fleet.scheduling``) and the round task (``workers.tasks``) both
 decide with :func:`missing`, so they can never disagree about what "has the plugin" means.
 
 The rule: a worker has a recorded plugin when it loaded a plugin of that name whose source hash

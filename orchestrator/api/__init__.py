@@ -1,0 +1,1 @@
+"""The REST API: experiments, sweeps, serializers and the spec's OpenAPI schema."""

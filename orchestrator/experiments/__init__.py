@@ -1,0 +1,2 @@
+"""Experiments as the domain sees them: who may see them, the limits a new spec passes, what a run
+leaves behind (records, rounds, summaries, the leak heuristic) and what a public link shows."""

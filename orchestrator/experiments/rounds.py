@@ -1,0 +1,90 @@
+"""An experiment's rounds as the pages, the API and the report show them: the list of result
+dicts, the rounds table and the CSV file. Every one reads the engine's ``ROUND_RESULT_FIELDS``,
+plus ``worker``: where the round ran (the database knows it; the engine does not)."""
+
+from __future__ import annotations
+
+import csv
+from typing import IO, NamedTuple
+
+from django.http import HttpResponse
+
+from workers.engine.result import ROUND_RESULT_FIELDS
+
+MB = 1e6
+# A round as the pages and downloads list it: the engine's result, then the worker that ran it
+# ("" through a public link, which names no worker host: orchestrator.experiments.public).
+ROUND_FIELDS = (*ROUND_RESULT_FIELDS, "worker")
+
+
+class Column(NamedTuple):
+    """A column of the rounds table: a RoundResult field, its heading, and how it is shown."""
+
+    field: str
+    label: str
+    digits: int | None = None  # decimals; None shows the value as it is
+    scale: float = 1.0  # the value is divided by this (bytes -> MB)
+
+
+# The rounds table shows these RoundResult fields, in this order; the page's script reads the same
+# list (page data ``table_columns``) to add the rows that arrive live.
+TABLE_COLUMNS = (
+    Column("round", "Round"),
+    Column("participants", "Clients"),
+    Column("completed", "Done"),
+    Column("train_loss", "Train loss", 4),
+    Column("test_loss", "Test loss", 4),
+    Column("test_accuracy", "Accuracy", 4),
+    Column("bytes_up", "Up MB", 2, MB),
+    Column("bytes_down", "Down MB", 2, MB),
+    Column("round_seconds", "Seconds", 2),
+    Column("rss_mb", "RSS MB", 0),
+    Column("vram_peak_mb", "VRAM peak MB", 0),
+    Column("worker", "Worker"),
+)
+_unknown = [c.field for c in TABLE_COLUMNS if c.field not in ROUND_FIELDS]
+if _unknown:  # fail at import, not on a page: the engine renamed or dropped a field
+    raise ImportError(f"rounds table columns not in ROUND_RESULT_FIELDS: {_unknown}")
+
+
+def round_dict(row, *, public: bool = False) -> dict:
+    """A RoundMetric row as ``ROUND_FIELDS``; ``public`` leaves out the worker's host name."""
+    return {**row.to_result_dict(), "worker": "" if public else row.worker}
+
+
+def rounds_of(experiment, *, public: bool = False) -> list[dict]:
+    """Every recorded round of ``experiment``, oldest first, as ``ROUND_FIELDS`` dicts."""
+    return [round_dict(row, public=public) for row in experiment.rounds.order_by("round")]
+
+
+def table_rows(rounds: list[dict]) -> list[list[str]]:
+    """The rounds table's cells, newest round first, formatted as ``TABLE_COLUMNS`` says."""
+    return [[_cell(r[c.field], c) for c in TABLE_COLUMNS] for r in reversed(rounds)]
+
+
+def table_columns() -> list[dict]:
+    """``TABLE_COLUMNS`` as JSON for the page's script."""
+    return [c._asdict() for c in TABLE_COLUMNS]
+
+
+def _cell(value, column: Column) -> str:
+    if value is None or value == "":
+        return "–"
+    if column.digits is None:
+        return str(value)
+    return f"{value / column.scale:.{column.digits}f}"
+
+
+def write_rounds_csv(out: IO[str], rounds: list[dict]) -> None:
+    """One header line of ``ROUND_FIELDS`` names, then one line per round (empty for null)."""
+    writer = csv.DictWriter(out, fieldnames=list(ROUND_FIELDS))
+    writer.writeheader()
+    writer.writerows(rounds)
+
+
+def rounds_csv_response(experiment, *, public: bool = False) -> HttpResponse:
+    """The rounds CSV download: the page's and the API's are this same response."""
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="experiment-{experiment.pk}-rounds.csv"'
+    write_rounds_csv(response, rounds_of(experiment, public=public))
+    return response

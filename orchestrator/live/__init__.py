@@ -1,0 +1,1 @@
+"""Live pages: the WebSocket payloads (events), their fan-out inside a web process, and the consumers."""

@@ -1,0 +1,45 @@
+"""Tell open sockets to check access again whenever it may have shrunk.
+
+Signals rather than calls in each view, so the admin, the API, the shell and cascades (a deleted
+team takes its memberships with it) are covered too. Changes made with ``QuerySet.update`` send no
+signal: the model methods that do so (``Experiment.revoke_public_link``...) publish themselves.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
+
+from accounts.models import Membership
+from orchestrator.live import events
+from orchestrator.models import Experiment
+
+
+@receiver(post_save, sender=Experiment, dispatch_uid="fedweb-access-experiment-saved")
+def _experiment_saved(sender, instance: Experiment, created: bool, **kwargs) -> None:
+    if not created:  # team or visibility may have changed (sharing page, API, admin)
+        events.publish_access_changed(experiment_ids=[instance.pk])
+
+
+@receiver(post_delete, sender=Experiment, dispatch_uid="fedweb-access-experiment-deleted")
+def _experiment_deleted(sender, instance: Experiment, **kwargs) -> None:
+    events.publish_access_changed(experiment_ids=[instance.pk])
+
+
+@receiver(post_save, sender=Membership, dispatch_uid="fedweb-access-membership-saved")
+def _membership_saved(sender, instance: Membership, created: bool, **kwargs) -> None:
+    if not created:  # a role changed
+        events.publish_access_changed(user_ids=[instance.user_id])
+
+
+@receiver(post_delete, sender=Membership, dispatch_uid="fedweb-access-membership-deleted")
+def _membership_deleted(sender, instance: Membership, **kwargs) -> None:
+    events.publish_access_changed(user_ids=[instance.user_id])
+
+
+@receiver(post_save, sender=settings.AUTH_USER_MODEL, dispatch_uid="fedweb-access-user-saved")
+def _user_saved(sender, instance, created: bool, update_fields=None, **kwargs) -> None:
+    # Deactivated or no longer a superuser; a login (which only stamps last_login) changes nothing.
+    if not created and set(update_fields or ()) != {"last_login"}:
+        events.publish_access_changed(user_ids=[instance.pk])

@@ -1,0 +1,221 @@
+"""The one module that owns WebSocket payloads and sends them to channel groups.
+
+Each payload is a TypedDict whose ``type`` names the consumer handler that forwards it
+(``round`` -> ``ExperimentConsumer.round``); the browser receives the same dict as JSON.
+Nothing else in FedWeb calls ``group_send``.
+
+Publishing never raises: the database is the source of truth, and a client that missed an event
+because Redis was away gets it from the database when it reconnects with ``?after=N``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Literal, TypedDict
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import transaction
+
+log = logging.getLogger(__name__)
+
+WORKERS_GROUP = "workers"
+
+
+class RoundEvent(TypedDict):
+    type: Literal["round"]
+    experiment_id: int
+    round: int
+    metrics: dict  # every RoundResult field
+    # The memory-leak verdict after this round (orchestrator.experiments.leak), so the page keeps no copy of the
+    # heuristic; None on history replayed before the newest round (the page keeps its badge).
+    leak_warnings: list[str] | None
+    # Unix time just after the round was stored (live events only; None on history): the viewers
+    # benchmark measures delivery from it, and a page may show how fresh a round is.
+    published_at: float | None
+
+
+class StatusEvent(TypedDict):
+    type: Literal["status"]
+    experiment_id: int
+    status: str
+    current_round: int
+    total_rounds: int
+    error: str
+    # What the status line shows, so the page needs no other request after a status change.
+    # ``worker`` is "" on the public link's socket (it names no worker host: orchestrator.experiments.public).
+    started: str | None
+    finished: str | None
+    worker: str
+    waiting: dict | None  # orchestrator.fleet.queues.waiting_status: why no worker takes the run yet
+    # Terminal status and no round still being trained: nothing more will come, the page may close.
+    # A cancel is published while the last round may still be running; its round event comes later.
+    final: bool
+
+
+class LogEvent(TypedDict):
+    type: Literal["log"]
+    experiment_id: int
+    time: str
+    level: str
+    message: str
+
+
+class WorkerEvent(TypedDict):
+    type: Literal["worker"]
+    hostname: str
+    queue: str
+    devices: list
+    plugins: list  # registry.installed_plugins(): [{"name", "version", "hash", "components"}]
+    last_heartbeat: str
+    current_experiment_id: int | None  # None also when the viewer may not read that experiment
+    current_experiment_name: str  # "" likewise
+    busy: bool
+    lost: bool
+    lost_at: str  # when it counts as lost if no heartbeat comes: the page marks it then by itself
+
+
+class QueuesEvent(TypedDict):
+    """The queue table of the Workers page (``QueueState.to_dict()`` each): names and counts only."""
+
+    type: Literal["queues"]
+    queues: list[dict]
+
+
+class AccessEvent(TypedDict):
+    """Who may read an experiment may have changed: every socket that gets it checks again."""
+
+    type: Literal["access"]
+
+
+def group_name(experiment_id: int) -> str:
+    return f"experiment-{experiment_id}"
+
+
+def user_group_name(user_id: int) -> str:
+    """Every socket a signed-in user has open joins this group (team roles and accounts change)."""
+    return f"user-{user_id}"
+
+
+def round_event(
+    experiment_id: int, metrics: dict, leak_warnings: list[str] | None = None, published_at: float | None = None
+) -> RoundEvent:
+    return {
+        "type": "round",
+        "experiment_id": experiment_id,
+        "round": metrics["round"],
+        "metrics": metrics,
+        "leak_warnings": leak_warnings,
+        "published_at": published_at,
+    }
+
+
+def _iso(moment) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def status_event(experiment) -> StatusEvent:
+    from orchestrator.fleet.queues import waiting_for
+
+    return {
+        "type": "status",
+        "experiment_id": experiment.pk,
+        "status": experiment.status,
+        "current_round": experiment.current_round,
+        "total_rounds": experiment.total_rounds,
+        "error": experiment.error,
+        "started": _iso(experiment.started),
+        "finished": _iso(experiment.finished),
+        "worker": experiment.worker,
+        "waiting": waiting_for(experiment),
+        "final": experiment.is_settled,
+    }
+
+
+def log_event(event) -> LogEvent:
+    return {
+        "type": "log",
+        "experiment_id": event.experiment_id,
+        "time": event.time.isoformat(),
+        "level": event.level,
+        "message": event.message,
+    }
+
+
+def worker_event(worker) -> WorkerEvent:
+    return {
+        "type": "worker",
+        "hostname": worker.hostname,
+        "queue": worker.queue,
+        "devices": worker.devices,
+        "plugins": worker.plugins or [],
+        "last_heartbeat": worker.last_heartbeat.isoformat(),
+        "current_experiment_id": worker.current_experiment_id,
+        "current_experiment_name": worker.current_experiment.name if worker.current_experiment_id else "",
+        "busy": worker.current_experiment_id is not None,
+        "lost": worker.is_lost,
+        "lost_at": (worker.last_heartbeat + timedelta(seconds=settings.WORKER_LOST_AFTER)).isoformat(),
+    }
+
+
+def publish_round(experiment_id: int, metrics: dict) -> None:
+    from orchestrator.experiments.leak import latest_leak_warnings
+
+    stored = time.time()  # the round's row and current_round are written by now
+    _send(group_name(experiment_id), round_event(experiment_id, metrics, latest_leak_warnings(experiment_id), stored))
+
+
+def publish_status(experiment) -> None:
+    _send(group_name(experiment.pk), status_event(experiment))
+
+
+def publish_log(event) -> None:
+    _send(group_name(event.experiment_id), log_event(event))
+
+
+def publish_worker(worker) -> None:
+    _send(WORKERS_GROUP, worker_event(worker))
+
+
+def queues_event(table: list[dict] | None = None) -> QueuesEvent:
+    from orchestrator.fleet.queues import queue_states
+
+    rows = [q.to_dict() for q in queue_states(broker=True)] if table is None else table
+    return {"type": "queues", "queues": rows}
+
+
+def publish_queues(table: list[dict] | None = None) -> None:
+    """The queue table (``QueueState.to_dict()`` rows; read now when not given). One worker sends
+    it for the fleet when it changes (``workers.heartbeat.QueueTable``): workers come and go, runs
+    queue and finish, and the broker's counts change with no other event to say so."""
+    _send(WORKERS_GROUP, queues_event(table))
+
+
+def publish_access_changed(*, experiment_ids: Iterable[int] = (), user_ids: Iterable[int] = ()) -> None:
+    """Make every open socket of these experiments and users check its access again.
+
+    Sent once the current transaction commits, so the check sees the change (or nothing, on rollback).
+    """
+    groups = [group_name(pk) for pk in experiment_ids] + [user_group_name(pk) for pk in user_ids]
+    event: AccessEvent = {"type": "access"}
+
+    def send() -> None:
+        for group in groups:
+            _send(group, event)
+
+    if groups:
+        transaction.on_commit(send)
+
+
+def _send(group: str, payload: dict) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(group, payload)
+    except Exception:  # Redis down: the round is already in the database, don't fail it
+        log.warning("could not publish %s event to %s", payload["type"], group, exc_info=True)

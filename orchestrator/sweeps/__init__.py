@@ -1,0 +1,1 @@
+"""Sweeps: the model, the expansion of one submission into experiments, and statistics over seeds."""

@@ -1,0 +1,136 @@
+"""Runs grouped into configurations, with mean ± std over the runs of each (the seeds): the sweep
+page's table and curves, and the compare page's grouping. Pure functions of specs and rounds."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from orchestrator.sweeps.models import SEED_FIELD
+from orchestrator.web.spec_table import flatten
+from workers.engine.spec_legacy import legacy_field
+
+# The table's metrics: (key, label, RoundResult field, how one run's value is read from its rounds).
+METRICS = (
+    ("final_accuracy", "Final accuracy", "test_accuracy", "final"),
+    ("best_accuracy", "Best accuracy", "test_accuracy", "max"),
+    ("final_loss", "Final test loss", "test_loss", "final"),
+    ("best_loss", "Best test loss", "test_loss", "min"),
+)
+
+
+def value_at(spec: dict, dotted: str) -> Any:
+    """The value of a swept field in a stored spec dict; None where absent. The field may be named
+    as the spec has it (``model.options.width``), as the form keys it (``model.options.vgg.width``)
+    or by its old flat name (``model.width``, ``communication.topk_ratio``): sweeps accept all three."""
+    for path in _paths(dotted):
+        node: Any = spec
+        for part in path.split("."):
+            if not isinstance(node, dict) or part not in node:
+                break
+            node = node[part]
+        else:
+            return node
+    return None
+
+
+def _paths(dotted: str) -> list[str]:
+    parts = dotted.split(".")
+    paths = [dotted]
+    if "options" in parts and len(parts) - parts.index("options") == 3:  # <path>.options.<component>.<option>
+        i = parts.index("options")
+        paths.append(".".join(parts[: i + 1] + parts[i + 2 :]))
+    if dotted == "communication.topk_ratio":  # set the ratio of whichever link uses top-k
+        paths += ["communication.uplink.options.ratio", "communication.downlink.options.ratio"]
+    legacy = legacy_field(dotted)
+    if legacy:
+        paths.append(legacy)
+    return paths
+
+
+def mean_std(values: list[float]) -> tuple[float | None, float | None]:
+    """Mean and sample standard deviation (0 for a single value); (None, None) for none."""
+    if not values:
+        return None, None
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def run_value(rounds: list[dict], field: str, how: str) -> float | None:
+    """One run's final, max or min value of ``field`` over its evaluated rounds."""
+    values = [r[field] for r in rounds if r.get(field) is not None]
+    if not values:
+        return None
+    return values[-1] if how == "final" else max(values) if how == "max" else min(values)
+
+
+def differing_fields(specs: list[dict]) -> list[str]:
+    """The dotted fields whose values are not all equal, the seed left out: what tells groups apart."""
+    flat = [flatten(s) for s in specs]
+    keys = sorted({k for f in flat for k in f})
+    return [k for k in keys if k != SEED_FIELD and len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
+
+
+def _short(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def run_labels(experiments: list) -> list[str]:
+    """A short label per run made of the fields whose values differ (seed included), e.g.
+    ``mu=0.1 seed=1``; each field by its last name unless two differing fields share it. A run
+    whose label would not tell it apart (identical specs) is labelled ``name #id``."""
+    specs = [e.spec for e in experiments]
+    flat = [flatten(s) for s in specs]
+    fields = differing_fields(specs)
+    if len({json.dumps(f.get(SEED_FIELD)) for f in flat}) > 1:
+        fields.append(SEED_FIELD)
+    lasts = [f.rsplit(".", 1)[-1] for f in fields]
+    names = [
+        last if lasts.count(last) == 1 else ".".join(f.rsplit(".", 2)[-2:])
+        for f, last in zip(fields, lasts, strict=True)
+    ]
+    labels = [" ".join(f"{n}={_short(f.get(k))}" for n, k in zip(names, fields, strict=True)) for f in flat]
+    return [
+        label if label and labels.count(label) == 1 else f"{e.name} #{e.pk}"
+        for e, label in zip(experiments, labels, strict=True)
+    ]
+
+
+def group(experiments: list, rounds_by_id: dict[int, list[dict]], fields: list[str]) -> list[dict]:
+    """One row per configuration (the values of ``fields``), in first-seen order: its runs, the
+    seeds, how many finished, and mean ± std over the runs of every metric of ``METRICS``."""
+    buckets: dict[str, list] = defaultdict(list)
+    configs: dict[str, dict] = {}
+    for e in experiments:
+        config = {f: value_at(e.spec, f) for f in fields}
+        key = json.dumps(config, sort_keys=True)
+        configs.setdefault(key, config)
+        buckets[key].append(e)
+    rows = []
+    for key, runs in buckets.items():
+        config = configs[key]
+        row = {
+            "config": config,
+            "label": " ".join(f"{f.rsplit('.', 1)[-1]}={json.dumps(v)}" for f, v in config.items()) or "all runs",
+            "runs": runs,
+            "seeds": [e.spec.get(SEED_FIELD) for e in runs],
+            "finished": sum(1 for e in runs if e.is_finished),
+        }
+        for metric, _, field, how in METRICS:
+            values = [run_value(rounds_by_id.get(e.pk, []), field, how) for e in runs]
+            row[metric] = mean_std([v for v in values if v is not None])
+        rows.append(row)
+    return rows
+
+
+def band(runs: list, rounds_by_id: dict[int, list[dict]], field: str) -> dict:
+    """A configuration's curve: per round, the mean and std of ``field`` over the runs that have it."""
+    per_round: dict[int, list[float]] = defaultdict(list)
+    for e in runs:
+        for r in rounds_by_id.get(e.pk, []):
+            if r.get(field) is not None:
+                per_round[r["round"]].append(float(r[field]))
+    xs = sorted(per_round)
+    stats = [mean_std(per_round[x]) for x in xs]
+    return {"x": xs, "mean": [m for m, _ in stats], "std": [s for _, s in stats]}

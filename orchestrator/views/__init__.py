@@ -1,3 +1,0 @@
-"""The web pages, one module per concern: ``pages`` (list, new, dashboard), ``downloads``
-(rounds CSV/JSON, report), ``controls`` (pause/resume/cancel, delete), ``compare``, ``workers``,
-``health``. ``orchestrator/urls.py`` names each view by its module."""

@@ -1,0 +1,1 @@
+"""The server-rendered pages: URLs, views, forms, chart definitions, the report and the new-run previews."""

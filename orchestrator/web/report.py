@@ -1,0 +1,62 @@
+"""The static HTML report of a run: one file with plotly.js, the page's chart code, the styles and
+the data inlined, so it opens from file:// on a machine with no server and no network."""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.template.loader import render_to_string
+from django.utils import timezone
+from django.utils.safestring import mark_safe
+
+from orchestrator.experiments.leak import leak_warnings
+from orchestrator.experiments.public import host_names, redact, redact_events
+from orchestrator.experiments.rounds import rounds_of, table_columns, table_rows
+from orchestrator.models import Experiment
+from orchestrator.web.charts import dashboard_charts
+
+
+def _static_text(relative: str) -> str:
+    text = (settings.BASE_DIR / "static" / relative).read_text(encoding="utf-8")
+    # Inside <script>/<style> only "</" could end the element early; "<\/" means the same to JS.
+    return mark_safe(text.replace("</", "<\\/"))
+
+
+def render_report(experiment: Experiment, *, public: bool = False) -> str:
+    """The report's HTML; ``public`` (for public-link holders) leaves out worker host names."""
+    rounds = rounds_of(experiment, public=public)
+    totals = {
+        "up_mb": sum(r["bytes_up"] for r in rounds) / 1e6,
+        "down_mb": sum(r["bytes_down"] for r in rounds) / 1e6,
+        "formula_mb": sum(r["bytes_formula"] for r in rounds) / 1e6,
+        "seconds": sum(r["round_seconds"] for r in rounds),
+    }
+    events = list(experiment.log_entries.order_by("time", "id")[:500])
+    hosts = host_names(experiment) if public else []
+    accuracies = [r["test_accuracy"] for r in rounds if r["test_accuracy"] is not None]
+    ctx = {
+        "experiment": experiment,
+        "charts": dashboard_charts(rounds, experiment.spec),
+        "last_rounds": table_rows(rounds),
+        "table_columns": table_columns(),
+        "totals": totals,
+        "final_accuracy": accuracies[-1] if accuracies else None,
+        "leak_warnings": leak_warnings(rounds),
+        "events": redact_events(events, hosts) if public else events,
+        "error": redact(experiment.error, hosts),
+        "public": public,
+        "spec_json": json.dumps(experiment.spec, indent=2),
+        "page": {
+            "id": experiment.pk,
+            "status": experiment.status,
+            "total_rounds": experiment.total_rounds,
+            "table_columns": table_columns(),
+        },
+        "generated": timezone.now(),
+        "plotly_js": _static_text("vendor/plotly.min.js"),
+        "charts_js": _static_text("js/charts.js"),
+        "page_js": _static_text("js/experiment_detail.js"),
+        "css": _static_text("css/app.css"),
+    }
+    return render_to_string("orchestrator/report.html", ctx)

@@ -1,0 +1,169 @@
+"""The new-sweep form: the base spec in the New experiment form's own component fields (with the
+same conditional display; or, as an advanced option, raw JSON, which then replaces them), the swept
+fields one per line (``algorithm.mu: 0, 0.01, 0.1, 1``), the seeds, and grid or seeded random
+sampling. ``clean()`` expands the sweep with ``sweeps.expand``: the form accepts exactly what the
+API accepts."""
+
+from __future__ import annotations
+
+import json
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from accounts.models import Team
+from fedweb import inputs
+from orchestrator.experiments.access import teams_for_creation
+from orchestrator.sweeps.expand import SweepError, expand
+from orchestrator.sweeps.models import SEED_FIELD, SWEEP_MODES
+from orchestrator.web.forms import ExperimentForm, form_name
+from orchestrator.web.owned_forms import OwnedForm, TeamVisibilityChecks
+from workers.engine.spec import option_key, spec_fields
+
+AXES_HELP = "One swept field a line: algorithm.mu: 0, 0.01, 0.1, 1 (or a JSON list after the colon)."
+
+
+def parse_values(text: str) -> list:
+    """``0, 0.01, fedavg`` or ``[0, 0.01]`` as a list; each item is JSON where it parses, else text."""
+    text = text.strip()
+    if text.startswith("["):
+        try:
+            values = inputs.loads(text)
+        except inputs.JSONInputError:
+            raise ValueError("is not a valid JSON list") from None
+        if not isinstance(values, list):
+            raise ValueError("must be a list")
+        return values
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    return [_scalar(item) for item in items]
+
+
+def _scalar(item: str):
+    try:
+        return json.loads(item)
+    except json.JSONDecodeError:
+        return item  # a bare word: a choice such as fedavg
+
+
+def parse_axes(text: str) -> dict[str, list]:
+    """The axes textarea as {field: values}; ``ValueError`` naming the line that is not ``field: values``."""
+    axes: dict[str, list] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        field, colon, values = line.partition(":")
+        if not colon or not field.strip():
+            raise ValueError(f"line {number} must read field: value, value, ...")
+        try:
+            axes[field.strip()] = parse_values(values)
+        except ValueError as e:
+            raise ValueError(f"line {number}: {field.strip()} {e}") from None
+    return axes
+
+
+def axes_text(axes: dict) -> str:
+    """The axes as the textarea shows them (a clone), the seed left to its own field."""
+    return "\n".join(f"{f}: {json.dumps(v)}" for f, v in axes.items() if f != SEED_FIELD)
+
+
+class SweepForm(ExperimentForm):
+    """The New experiment form's fields (the base spec every run shares) plus the sweep's own."""
+
+    help_texts = {"team": "Share the sweep with a team you belong to."}
+
+    base_spec = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 12, "class": "mono"}),
+        help_text="Advanced: the spec every run shares as JSON (fields left out take their defaults). "
+        "When filled, it replaces the spec fields above.",
+    )
+    axes = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}), help_text=AXES_HELP)
+    seeds = forms.CharField(required=False, help_text="Every configuration runs once per seed: 0, 1, 2.")
+    mode = forms.ChoiceField(choices=[(m, m) for m in SWEEP_MODES], initial="grid",
+                             help_text="grid: every combination; random: a seeded sample of it.")  # fmt: skip
+    samples = forms.IntegerField(required=False, min_value=1, help_text="random: how many configurations to draw.")
+    sample_seed = forms.IntegerField(initial=0, min_value=0, required=False, help_text="random: the draw's seed.")
+
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, user=user, **kwargs)
+        self.sweep_args: dict = {}
+        self.from_json = False
+        # The sweep's own fields after the spec's (Django orders fields by declaration, parents first).
+        own = ("base_spec", "axes", "seeds", "mode", "samples", "sample_seed")
+        self.order_fields([n for n in self.fields if n not in own] + list(own))
+
+    def clean_base_spec(self) -> dict | None:
+        if not self.cleaned_data["base_spec"].strip():
+            return None  # the spec fields are the base
+        try:
+            spec = inputs.loads(self.cleaned_data["base_spec"])
+        except inputs.JSONInputError as e:
+            raise ValidationError(f"base spec is not valid JSON: {e}") from None
+        if not isinstance(spec, dict):
+            raise ValidationError("base spec must be a JSON object")
+        return spec
+
+    def clean_axes(self) -> dict:
+        try:
+            return parse_axes(self.cleaned_data["axes"])
+        except ValueError as e:
+            raise ValidationError(f"axes: {e}") from None
+
+    def clean_seeds(self) -> list | None:
+        text = self.cleaned_data["seeds"].strip()
+        if not text:
+            return None
+        try:
+            return parse_values(text)
+        except ValueError as e:
+            raise ValidationError(f"seeds {e}") from None
+
+    def clean(self):
+        cleaned = OwnedForm.clean(self)  # name, tags, team and visibility; the runs' specs are judged below
+        spec_names = {form_name(d) for d in spec_fields()} & set(self.fields)
+        skipped = set(self._unselected_options())
+        self.from_json = cleaned.get("base_spec") is not None
+        for name in spec_names if self.from_json else skipped:
+            self.errors.pop(name, None)  # the JSON replaces the fields; a hidden component's inputs have no say
+        if self.errors:
+            return cleaned
+        cleaned["base_spec"] = cleaned["base_spec"] if self.from_json else self.spec_dict()
+        axes = dict(cleaned["axes"])
+        if cleaned.get("seeds") is not None:
+            axes[SEED_FIELD] = cleaned["seeds"]
+        args = {"base": cleaned["base_spec"], "axes": axes, "mode": cleaned["mode"], "samples": cleaned.get("samples"),
+                "sample_seed": cleaned.get("sample_seed") or 0}  # fmt: skip
+        try:
+            expand(**args)
+        except SweepError as e:
+            for key, messages in e.errors.items():
+                self.add_error(self._field_of(key, axes), messages)
+        self.sweep_args = args
+        return cleaned
+
+    def _field_of(self, key: str, axes: dict) -> str | None:
+        """The form field an expansion error belongs beside: the swept field's line or the base spec."""
+        if key in ("axes", "mode", "samples"):
+            return key
+        dotted = key.removeprefix("spec.")
+        if dotted == SEED_FIELD and SEED_FIELD in axes:
+            return "seeds"
+        if dotted in axes:
+            return "axes"
+        field = form_name(option_key(dotted, self.cleaned_data.get("base_spec") or {}))
+        return field if not self.from_json and field in self.fields else "base_spec"
+
+
+class SweepSharingForm(TeamVisibilityChecks, forms.Form):
+    """A sweep's team and visibility (a sweep has no public link), changed after its creation; its
+    runs follow it (``views.sweep_sharing.apply_sharing``)."""
+
+    team = OwnedForm.base_fields["team"]
+    visibility = OwnedForm.base_fields["visibility"]
+
+    def __init__(self, *args, user=None, sweep=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        teams = teams_for_creation(user)
+        if sweep is not None and sweep.team_id:  # a team owner of someone else's team may keep it there
+            teams = teams | Team.objects.filter(pk=sweep.team_id)
+        self.fields["team"].queryset = teams.distinct()

@@ -1,0 +1,40 @@
+"""The buttons of an experiment's page: pause, resume, cancel (one view, as the API's
+``experiment_action``) and delete. POST only; controls need the right to control, delete the right
+to delete."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from orchestrator.experiments.access import get_experiment_for_user
+
+ACTIONS = ("pause", "resume", "cancel")
+
+
+@login_required
+@require_POST
+def experiment_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
+    """Pause, resume or cancel; a transition the status doesn't allow says so and changes nothing."""
+    if action not in ACTIONS:
+        raise Http404(f"No such action: use one of {', '.join(ACTIONS)}")
+    experiment = get_experiment_for_user(request.user, pk, control=True)
+    if not getattr(experiment, action)(by=request.user.username):
+        messages.warning(request, f"Could not {action} an experiment that is {experiment.status}.")
+    return redirect("experiment_detail", pk)
+
+
+@login_required
+@require_POST
+def experiment_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    experiment = get_experiment_for_user(request.user, pk, delete=True)
+    if request.POST.get("confirm") != "yes":
+        return render(request, "orchestrator/experiment_delete.html", {"experiment": experiment})
+    experiment.cancel(by=request.user.username)  # a round in flight then stops at its boundary
+    name = experiment.name
+    experiment.delete()
+    messages.success(request, f"Deleted “{name}”.")
+    return redirect("experiment_list")

@@ -1,0 +1,128 @@
+"""The sweep pages: the list, the new-sweep form (also the clone of a sweep), the sweep's page
+(progress, the table per configuration, mean ± std curves, parallel coordinates), and cancel and
+delete as a unit. Every sweep is fetched through ``orchestrator.experiments.access``."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from fedweb.inputs import parse_int
+from orchestrator.experiments import access
+from orchestrator.models import RoundMetric
+from orchestrator.sweeps.charts import NO_TARGET_TEXT, band_figure, parallel_figure
+from orchestrator.sweeps.expand import create_sweep
+from orchestrator.sweeps.models import SEED_FIELD
+from orchestrator.sweeps.stats import METRICS, band, group, run_value, value_at
+from orchestrator.web.forms import spec_initial
+from orchestrator.web.sweep_forms import SweepForm, axes_text
+from workers.engine.presets import PRESETS
+
+CURVES = (("test_accuracy", "Test accuracy", "accuracy"), ("test_loss", "Test loss", "loss"))
+
+
+@login_required
+def sweep_list(request: HttpRequest) -> HttpResponse:
+    sweeps = access.sweeps_visible_to(request.user).select_related("owner")[:200]
+    return render(request, "orchestrator/sweep_list.html", {"sweeps": sweeps})
+
+
+@login_required
+def sweep_new(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        form = SweepForm(request.POST, user=request.user)
+        if form.is_valid():
+            fields = {k: form.cleaned_data[k] for k in ("name", "description", "tags", "team", "visibility")}
+            sweep = create_sweep(owner=request.user, **form.sweep_args, **fields)
+            return redirect("sweep_detail", sweep.pk)
+    else:
+        form = SweepForm(initial=_new_initial(request), user=request.user)
+    presets = [{"name": name, "title": p["title"]} for name, p in PRESETS.items()]
+    own = ("name", "description", "tags", "team", "visibility", "axes", "seeds", "mode", "samples", "sample_seed")
+    return render(request, "orchestrator/sweep_new.html", {"form": form, "presets": presets, "own_fields": own})
+
+
+def _new_initial(request: HttpRequest) -> dict:
+    preset, clone = request.GET.get("preset"), request.GET.get("clone", "")
+    if (source_pk := parse_int(clone, minimum=1)) is not None:
+        source = access.get_sweep_for_user(request.user, source_pk)
+        seeds = source.axes.get(SEED_FIELD)
+        return {
+            **spec_initial(source.base_spec),
+            "name": f"{source.name} (copy)", "description": source.description, "tags": ", ".join(source.tags),
+            "axes": axes_text(source.axes),
+            "seeds": ", ".join(map(json.dumps, seeds)) if seeds else "", "mode": source.mode,
+            "samples": source.samples, "sample_seed": source.sample_seed,
+        }  # fmt: skip
+    base = PRESETS[preset]["spec"] if preset in PRESETS else {}
+    return {**spec_initial(base), "name": preset or "", "seeds": "0, 1, 2", "sample_seed": 0}
+
+
+def sweep_context(sweep) -> dict:
+    """What the sweep page shows: progress, one table row per configuration, curves and parcoords."""
+    experiments = list(sweep.experiments.order_by("pk"))
+    rounds: dict[int, list[dict]] = {e.pk: [] for e in experiments}
+    for row in RoundMetric.objects.filter(experiment__sweep=sweep).order_by("experiment_id", "round"):
+        rounds[row.experiment_id].append(row.to_result_dict())
+    rows = group(experiments, rounds, sweep.config_fields)
+    rows.sort(key=lambda r: -1.0 if r["final_accuracy"][0] is None else r["final_accuracy"][0], reverse=True)
+    figures = {
+        f"sweep-{field}": band_figure(title, y_title, [{"label": r["label"], **band(r["runs"], rounds, field)} for r in rows])
+        for field, title, y_title in CURVES
+    }  # fmt: skip
+    runs = [{"values": {f: value_at(e.spec, f) for f in sweep.config_fields},
+             "target": run_value(rounds[e.pk], "test_accuracy", "final")} for e in experiments]  # fmt: skip
+    parallel = parallel_figure(sweep.config_fields, runs) if sweep.config_fields else None
+    if parallel is not None:
+        figures["sweep-parallel"] = parallel
+    chart_ids = [f"sweep-{field}" for field, _, _ in CURVES] + (["sweep-parallel"] if sweep.config_fields else [])
+    statuses: dict[str, int] = {}
+    for e in experiments:
+        statuses[e.status] = statuses.get(e.status, 0) + 1
+    return {
+        "sweep": sweep, "experiments": experiments, "rows": rows, "metrics": METRICS, "figures": figures,
+        "statuses": sorted(statuses.items()), "finished": sum(1 for e in experiments if e.is_finished),
+        "rounds_done": sum(e.current_round for e in experiments),
+        "rounds_total": sum(e.total_rounds for e in experiments),
+        "active": any(not e.is_finished for e in experiments),
+        "ids": ",".join(str(e.pk) for e in experiments),
+        "parallel_pending": NO_TARGET_TEXT if sweep.config_fields and parallel is None else "",
+        "chart_ids": chart_ids,
+        "live": {"socket": f"/ws/sweeps/{sweep.pk}/", "refresh": reverse("sweep_live", args=[sweep.pk])},
+    }  # fmt: skip
+
+
+@login_required
+def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    sweep = access.get_sweep_for_user(request.user, pk)
+    ctx = sweep_context(sweep)
+    ctx.update(can_control=access.can_control(sweep, request.user), can_delete=access.can_delete(sweep, request.user))
+    return render(request, "orchestrator/sweep_detail.html", ctx)
+
+
+@login_required
+@require_POST
+def sweep_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    sweep = access.get_sweep_for_user(request.user, pk, control=True)
+    cancelled = sweep.cancel(by=request.user.username)
+    messages.info(request, f"Cancelled {cancelled} run{'s' if cancelled != 1 else ''} of the sweep.")
+    return redirect("sweep_detail", pk)
+
+
+@login_required
+@require_POST
+def sweep_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    sweep = access.get_sweep_for_user(request.user, pk, delete=True)
+    if request.POST.get("confirm") != "yes":
+        return render(request, "orchestrator/sweep_delete.html", {"sweep": sweep})
+    sweep.cancel(by=request.user.username)  # a round in flight then stops at its boundary
+    name = sweep.name
+    sweep.delete()  # its runs go with it (and their checkpoint files, via Experiment's post_delete)
+    messages.success(request, f"Deleted the sweep “{name}” and its runs.")
+    return redirect("sweep_list")
