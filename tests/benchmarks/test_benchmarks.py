@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +42,12 @@ def test_it_runs_all_small_benchmarks_and_writes_results(tmp_path):
         assert record["anchor_ratio"] is not None and record["anchor_summary"]
         assert name in proc.stdout  # the table row was printed
     memory = json.loads((tmp_path / "memory_varying-small-cpu.json").read_text())
-    assert memory["timed_rounds"] == 60 and memory["window_rounds"] == 10
+    assert memory["timed_rounds"] == 120 and memory["window_rounds"] == 10
+    series = memory["rss_series_mb"]  # every round's RSS, and the slope of its second half (a creep, not a warm-up)
+    assert len(series) == 120 and all(v > 0 for v in series)
+    assert memory["rss_slope_mb_per_100_rounds_second_half"] == pytest.approx(
+        100 * np.polyfit(np.arange(60), np.asarray(series[60:]), 1)[0], abs=1e-9
+    )
     assert memory["distinct_cohort_sizes"] > 10
     assert memory["rss_growth_mb"] == memory["last_window"]["peak_rss_mb"] - memory["first_window"]["peak_rss_mb"]
     assert isinstance(memory["within_1pct"], bool)
