@@ -9,8 +9,14 @@ import psutil
 import pytest
 import torch
 
+from tests.conftest import TINY_SPEC
+from tests.engine import client_state_toy
 from workers.engine import client_state
+from workers.engine.checkpoint import write_checkpoint
 from workers.engine.client_state import ClientStates, ClientStateStore, StateUnavailable
+from workers.engine.round_state import compact_state, complete_state
+from workers.engine.runner import Simulation
+from workers.engine.spec import Spec
 
 CPU = torch.device("cpu")
 N, W = 50, 8
@@ -84,8 +90,12 @@ def test_a_crash_after_the_journal_before_the_base_is_updated_recovers(tmp_path,
     store = ClientStateStore(tmp_path, N, W)
     _play(store, {1: ROUNDS[1], 2: ROUNDS[2]})
 
+    fold = ClientStateStore._apply_journals
+
     def killed(self, below):
-        raise SystemExit("kill -9")  # journal 3 is in place; journal 2 not folded into the base
+        if below == 3:  # commit(3): journal 3 is in place, journal 2 not yet folded into the base
+            raise SystemExit("kill -9")
+        fold(self, below)
 
     monkeypatch.setattr(ClientStateStore, "_apply_journals", killed)
     with pytest.raises(SystemExit):
@@ -229,3 +239,71 @@ def test_resident_memory_stays_flat_over_10000_clients_and_disk_grows_with_clien
     probe = torch.tensor(sorted(seen)[:20] + [c for c in range(num_clients) if c not in seen][:5])
     rows = store.gather(probe, CPU)  # each row counts the rounds its client was in
     assert torch.equal(rows, counts[probe].unsqueeze(1).expand(-1, width))
+
+
+# -- in a simulation: published with the round state, copied into checkpoints ------------------
+
+
+def _spec():
+    return Spec.from_dict({**TINY_SPEC, "rounds": 4})
+
+
+def test_a_simulation_loading_a_published_state_continues_its_client_state_exactly(tmp_path, monkeypatch):
+    client_state_toy.install(monkeypatch)
+    alone = Simulation(_spec(), client_state_dir=tmp_path / "alone")
+    alone.run()
+
+    first = Simulation(_spec(), client_state_dir=tmp_path / "moved")
+    first.run(2)
+    first.next_round()  # round 3 trained and committed, then the worker died before recording it
+    tensors, meta = compact_state(first)
+    assert meta["client_state"] == {"round": 3, "stores": {"toy": [20, client_state_toy.WIDTH]}}
+    write_checkpoint(tmp_path / "state-3.safetensors", tensors, meta)
+    del first  # no close: kill -9
+
+    rerun = Simulation(_spec(), client_state_dir=tmp_path / "moved")
+    rerun.load_state_dict(*_state_of_round_2(tmp_path))
+    rerun.run()
+    assert torch.equal(rerun.global_flat, alone.global_flat)
+    assert torch.equal(client_state_toy.rows(rerun), client_state_toy.rows(alone))
+    assert client_state_toy.rows(alone).abs().sum() > 0
+
+
+def _state_of_round_2(tmp_path):
+    # The state round 2 published, from a run alone up to there (the engine is deterministic).
+    sim = Simulation(_spec(), client_state_dir=tmp_path / "scratch")
+    sim.run(2)
+    tensors, meta = compact_state(sim)
+    return complete_state({k: v.clone() for k, v in tensors.items()}), meta
+
+
+def test_a_checkpoint_restores_the_client_state_in_another_folder_and_process(tmp_path, monkeypatch):
+    client_state_toy.install(monkeypatch)
+    sim = Simulation(_spec())  # no folder: a temporary one, as the engine CLI runs
+    sim.run(2)
+    sim.save_checkpoint(tmp_path / "round-000002.safetensors")
+    assert (tmp_path / "round-000002.clients" / "toy.f32").exists()
+    sim.run()
+
+    resumed = Simulation.from_checkpoint(tmp_path / "round-000002.safetensors")
+    assert torch.equal(client_state_toy.rows(resumed), _rows_after(2))
+    resumed.run()
+    assert torch.equal(resumed.global_flat, sim.global_flat)
+    assert torch.equal(client_state_toy.rows(resumed), client_state_toy.rows(sim))
+    folder = resumed.client_states.folder
+    resumed.close()
+    assert not folder.exists()  # the temporary folder goes with the simulation
+
+
+def _rows_after(rounds: int) -> torch.Tensor:
+    sim = Simulation(_spec())
+    sim.run(rounds)
+    return client_state_toy.rows(sim)
+
+
+def test_a_run_without_client_state_writes_no_client_state_files(tmp_path):
+    sim = Simulation(_spec(), client_state_dir=tmp_path / "cs")
+    sim.run(2)
+    sim.save_checkpoint(tmp_path / "round-000002.safetensors")
+    assert not (tmp_path / "cs").exists() and not (tmp_path / "round-000002.clients").exists()
+    assert sim.state_dict()[1]["client_state"] == {"round": 2, "stores": {}}

@@ -159,8 +159,9 @@ class ClientStateStore:
         with self._locked():
             os.replace(path, self._journal_path(round_number))
             self._apply_journals(below=round_number)
-            self._target = self._synced = round_number
-            self._overlay = self._index_journals(self._read_header()["round"], round_number)
+        # Checked against the files again at the next round's first use: if another worker ran a
+        # round meanwhile (and crashed before it was recorded), this view would be stale.
+        self._target, self._synced, self._overlay = round_number, None, {}
 
     # -- round boundaries -----------------------------------------------------------------------
 
@@ -231,8 +232,8 @@ class ClientStateStore:
     # -- files ----------------------------------------------------------------------------------
 
     def _sync(self) -> None:
-        """Bring the view to round ``_target`` (once per target): see the module's docstring."""
-        if self._synced is not None and self._synced == self._target:
+        """Bring the view to round ``_target`` (once per round): see the module's docstring."""
+        if self._synced is not None:
             return
         with self._locked():
             header = self._read_header()
@@ -431,16 +432,16 @@ class ClientStates:
         """Publish every store's rows as round ``round_number``'s (once per round, in order)."""
         for store in self.stores.values():
             store.commit(round_number)
-        self.round = round_number
+        self.round, self._snapshot = round_number, None
 
     def describe(self) -> dict:
         """What the round state records: the round and each store's shape."""
         return {"round": self.round, "stores": {n: [s.num_clients, s.width] for n, s in self.stores.items()}}
 
-    def restore(self, round_number: int, described: dict | None = None, snapshot: Path | None = None) -> None:
+    def restore(self, round_number: int, described: dict | None = None, snapshot: str | Path | None = None) -> None:
         """Move every store (and those ``described`` by a round state) to ``round_number``: from the
         journals, or from a checkpoint's ``snapshot`` folder. Raises :class:`StateUnavailable`."""
-        self.round, self._snapshot = int(round_number), snapshot
+        self.round, self._snapshot = int(round_number), Path(snapshot) if snapshot else None
         for name, (num_clients, width) in (described or {}).get("stores", {}).items():
             if name not in self.stores:
                 self.stores[name] = ClientStateStore(self.folder, num_clients, width, name=name)
