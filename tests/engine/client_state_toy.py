@@ -12,7 +12,13 @@ WIDTH = 16
 
 
 def install(monkeypatch) -> None:
-    train_cohort = Simulation._train_cohort
+    train_cohort, init = Simulation._train_cohort, Simulation.__init__
+
+    def opening_its_store(self: Simulation, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.client_states.open("toy", len(self.sizes), WIDTH)  # at construction, as the algorithms do
+
+    monkeypatch.setattr(Simulation, "__init__", opening_its_store)
 
     def with_client_state(self: Simulation, cohort, clip_norm=None):
         stats = train_cohort(self, cohort, clip_norm)

@@ -165,12 +165,15 @@ class ClientStateStore:
 
     # -- round boundaries -----------------------------------------------------------------------
 
-    def at(self, round_number: int) -> None:
+    def at(self, round_number: int, *, check: bool = True) -> None:
         """The rows should reflect the end of ``round_number`` (the round state just loaded); checked
-        now against the files (:class:`StateUnavailable` if they are past it). Round 0 resets them."""
+        against the files now, or with ``check`` false at first use (:class:`StateUnavailable` if
+        they are past it). Round 0 resets them, at first use: a simulation is built at round 0 before
+        it loads a round state, and must not wipe the rows that state needs."""
         self._discard_staged()
         self._target, self._synced = int(round_number), None
-        self._sync()
+        if check and round_number > 0:
+            self._sync()
 
     @property
     def round(self) -> int:
@@ -425,7 +428,7 @@ class ClientStates:
             return store
         store = ClientStateStore(self.folder, num_clients, width, name=name)
         self.stores[name] = store
-        self._move(store)
+        self._move(store, check=False)  # built before a round state is loaded: see ClientStateStore.at
         return store
 
     def commit(self, round_number: int) -> None:
@@ -473,11 +476,11 @@ class ClientStates:
             shutil.rmtree(self._temporary, ignore_errors=True)
             self._temporary = self._folder = None
 
-    def _move(self, store: ClientStateStore) -> None:
+    def _move(self, store: ClientStateStore, check: bool = True) -> None:
         if self._snapshot is not None:
             store.load_snapshot(self._snapshot, self.round)
         else:
-            store.at(self.round)
+            store.at(self.round, check=check)
 
 
 def snapshot_folder(checkpoint: str | Path) -> Path:
