@@ -52,6 +52,7 @@ def test_it_round_trips_rows_and_reads_never_seen_clients_as_zeros(tmp_path):
     store.scatter(torch.tensor([1, 3, 5]), _rows(1, [1, 3, 5]))
     assert torch.equal(store.gather(ALL, CPU), torch.zeros(N, W))  # staged: not visible before commit
     store.commit(1)
+    store.commit(1)  # again, nothing staged since: nothing to do
     _play(store, {2: ROUNDS[2], 3: ROUNDS[3]})
 
     assert torch.equal(store.gather(ALL, CPU), _expected(3))

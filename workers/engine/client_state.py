@@ -140,7 +140,11 @@ class ClientStateStore:
     def commit(self, round_number: int) -> None:
         """Publish the rows scattered since the last commit as round ``round_number``'s (a journal
         renamed into place), then fold the round before it into the base. Call once per round,
-        rounds in order, also for a round that scattered nothing."""
+        rounds in order, also for a round that scattered nothing; committing the round the rows
+        already reflect, with nothing staged since, does nothing (the runner and an algorithm may
+        both commit)."""
+        if self._staged is None and round_number == self._target:
+            return
         self._sync()
         if round_number != self._synced + 1:
             raise ValueError(
