@@ -15,6 +15,7 @@ from typing import Any
 
 from benchmarks import (
     client_log,
+    client_state,
     e2e_overhead,
     engine_overhead,
     flute_femnist,
@@ -39,6 +40,7 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "vs_plain": vs_plain.run,
     "engine_overhead": engine_overhead.run,
     "round_state": round_state.run,
+    "client_state": client_state.run,
     "scheduling": scheduling.run,
     "shards": shards.run,
     "recovery": recovery.run,
