@@ -280,6 +280,7 @@ def _state_of_round_2(tmp_path):
 
 def test_a_checkpoint_restores_the_client_state_in_another_folder_and_process(tmp_path, monkeypatch):
     client_state_toy.install(monkeypatch)
+    monkeypatch.setenv("FEDWEB_DATA_DIR", str(tmp_path / "data"))
     sim = Simulation(_spec())  # no folder: a temporary one, as the engine CLI runs
     sim.run(2)
     sim.save_checkpoint(tmp_path / "round-000002.safetensors")
@@ -292,6 +293,7 @@ def test_a_checkpoint_restores_the_client_state_in_another_folder_and_process(tm
     assert torch.equal(resumed.global_flat, sim.global_flat)
     assert torch.equal(client_state_toy.rows(resumed), client_state_toy.rows(sim))
     folder = resumed.client_states.folder
+    assert folder.parent == tmp_path / "data"  # under FEDWEB_DATA_DIR, not /tmp (which may be memory)
     resumed.close()
     assert not folder.exists()  # the temporary folder goes with the simulation
 

@@ -404,7 +404,8 @@ class ClientStateStore:
 
 class ClientStates:
     """The client-state stores of one simulation, under one folder, moved from round to round
-    together. ``folder`` None: a temporary folder, removed by :meth:`close` (the engine CLI)."""
+    together. ``folder`` None: a temporary folder (the engine CLI), removed by :meth:`close`, under
+    ``$FEDWEB_DATA_DIR`` when it is set (``/tmp`` may be memory), else the system's temporary folder."""
 
     def __init__(self, folder: str | Path | None = None):
         self._folder = Path(folder) if folder is not None else None
@@ -416,7 +417,10 @@ class ClientStates:
     @property
     def folder(self) -> Path:
         if self._folder is None:
-            self._temporary = self._folder = Path(tempfile.mkdtemp(prefix="fedweb-client-state-"))
+            parent = os.environ.get("FEDWEB_DATA_DIR") or None
+            if parent:
+                Path(parent).mkdir(parents=True, exist_ok=True)
+            self._temporary = self._folder = Path(tempfile.mkdtemp(prefix="fedweb-client-state-", dir=parent))
         return self._folder
 
     def open(self, name: str, num_clients: int, width: int) -> ClientStateStore:
