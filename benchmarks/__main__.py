@@ -3,7 +3,8 @@
 Runs one benchmark (or ``all``), writes ``benchmarks/results/<name>-<size>-<devicekind>.json``
 (``$FEDWEB_BENCH_RESULTS`` overrides the folder) and prints a table row per benchmark. ``shards``, ``recovery``,
 ``socket_close``, ``viewers``, ``e2e_overhead`` and ``scheduling --real`` start real processes on the Redis at
-``$REDIS_URL``; ``all`` leaves those out, and ``client_log`` (which times no engine).
+``$REDIS_URL``; ``all`` leaves those out, ``client_log`` (which times no engine) and ``client_state`` (minutes of
+disk I/O).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from benchmarks import (
     client_log,
+    client_state,
     e2e_overhead,
     engine_overhead,
     flute_femnist,
@@ -39,6 +41,7 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "vs_plain": vs_plain.run,
     "engine_overhead": engine_overhead.run,
     "round_state": round_state.run,
+    "client_state": client_state.run,
     "scheduling": scheduling.run,
     "shards": shards.run,
     "recovery": recovery.run,
@@ -47,8 +50,9 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "client_log": client_log.run,
     "e2e_overhead": e2e_overhead.run,
 }
-# Left out of `all`: they need a Redis and start worker or daphne processes, or (client_log) time no engine.
-NOT_IN_ALL = {"shards", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead"}
+# Left out of `all`: they need a Redis and start worker or daphne processes, or (client_log) time no engine,
+# or (client_state) write and read tens of GB of per-client rows over minutes.
+NOT_IN_ALL = {"shards", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead", "client_state"}
 
 
 def main(argv: list[str] | None = None) -> int:

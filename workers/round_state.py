@@ -19,6 +19,13 @@ Ordering is what makes it safe:
   or full checkpoint before it and replays (the crash path, logged as a warning). The flush would
   cost a multiple of the write (benchmarks/round_state.py) for a case the replay already covers.
 
+Per-client state (an algorithm's control variates or personal models: one row per client, too big
+for the state file) lives beside it in ``client_state/`` (workers/engine/client_state.py). The state
+file records its round; round ``r``'s rows are a journal committed before state ``r`` is written and
+folded into the shared rows only once round ``r + 1`` has run, so loading state ``r`` (or ``r - 1``
+for the re-run of an unrecorded round ``r``) finds exactly its rows. Full checkpoints copy the rows
+into ``round-<r>.clients/`` beside them.
+
 The files go with the experiment's folder when it is deleted (``orchestrator.models``).
 """
 

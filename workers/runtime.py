@@ -5,12 +5,15 @@ Any worker can continue any experiment: the cache is only a shortcut. Without a 
 simulation at the right round, the worker loads the state the previous round published
 (workers/round_state.py) into the simulation it holds, or into a new one built on data the
 process keeps loaded (workers/engine/data/cache.py): a switch costs a state load, never a replay.
-Replay is only the crash path, for a round whose state was never published (or is torn).
+Replay is only the crash path, for a round whose state was never published (or is torn). The
+per-client state (workers/engine/client_state.py) is in files every worker shares: loading a round
+state moves it to that round, and an origin whose rows the files have moved past is skipped.
 """
 
 from __future__ import annotations
 
 import gc
+import shutil
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -22,6 +25,7 @@ from django.conf import settings
 from orchestrator.experiments.limits import datasets_root
 from orchestrator.models import Checkpoint, Experiment, checkpoint_folder
 from workers import round_state
+from workers.engine.client_state import StateUnavailable, snapshot_folder
 from workers.engine.data import cache as data_cache
 from workers.engine.result import RoundResult
 from workers.engine.runner import Simulation
@@ -96,9 +100,14 @@ def _switch(
         entry = None
     if entry is None:
         spec = Spec.from_stored(state[1]["spec"]) if state else experiment.parsed_spec()
-        entry = _build(spec, log_line, group_size)
+        entry = _build(experiment, spec, log_line, group_size)
     if state is not None:
-        entry.sim.load_state_dict(*state)
+        try:
+            entry.sim.load_state_dict(*state)
+        except StateUnavailable as e:  # the per-client state's files are past round want: a checkpoint has it
+            log_line("warning", f"Round {want + 1}: {e}")
+            entry.sim.close()
+            return _replay(experiment, want, None, log_line, group_size)
     data = "data cached" if data_cache.shared.builds == builds else "data built"
     what = f"loaded the state of round {want}" if want > 0 else "built the simulation"
     seconds = time.perf_counter() - started
@@ -106,10 +115,13 @@ def _switch(
     return entry
 
 
-def _build(spec: Spec, log_line: LogLine, group_size: int | None) -> _Entry:
+def _build(experiment: Experiment, spec: Spec, log_line: LogLine, group_size: int | None) -> _Entry:
     data_cache.shared.resize(settings.FEDWEB_DATA_CACHE_BYTES)  # the operator's bound (the CLI keeps the default)
-    # Built at the group size it will run with: never at the full size first (after an OOM).
-    sim = Simulation(spec, data_root=datasets_root(), client_group_size=group_size)
+    # Built at the group size it will run with: never at the full size first (after an OOM). The
+    # per-client state lives with the experiment's files, where every worker finds it.
+    sim = Simulation(
+        spec, data_root=datasets_root(), client_group_size=group_size, client_state_dir=client_state_folder(experiment)
+    )
     for note in sim.notes:  # e.g. a plugin model that trains sequentially, and why
         log_line("warning", note)
     return _Entry(sim, sim.spec.compute.client_group_size)
@@ -120,7 +132,7 @@ def _replay(
 ) -> _Entry:
     """The crash path: round ``want`` published no readable state (its worker died first, or the
     file is torn). Continue from the newest readable origin before it and replay the rounds since."""
-    if entry is not None and entry.sim.round <= want:
+    if entry is not None and entry.sim.round <= want and _client_state_at(entry.sim):
         origin = f"the simulation this worker holds at round {entry.sim.round}"
     else:
         if entry is not None:
@@ -128,13 +140,19 @@ def _replay(
         entry, origin = None, "the start"
         for round_number, path in round_state.origins(experiment, want):
             state = round_state.read(path, round_number)
-            if state is not None:
-                entry = _build(Spec.from_stored(state[1]["spec"]), log_line, group_size)
+            if state is None:
+                continue
+            entry = _build(experiment, Spec.from_stored(state[1]["spec"]), log_line, group_size)
+            try:
                 entry.sim.load_state_dict(*state)
-                kind = "state" if path.name.startswith("state-") else "checkpoint"
-                origin = f"the {kind} of round {round_number}"
-                break
-        entry = entry or _build(experiment.parsed_spec(), log_line, group_size)
+            except StateUnavailable:  # its per-client state is gone (the files moved past it): older
+                entry.sim.close()
+                entry = None
+                continue
+            kind = "state" if path.name.startswith("state-") else "checkpoint"
+            origin = f"the {kind} of round {round_number}"
+            break
+        entry = entry or _build(experiment, experiment.parsed_spec(), log_line, group_size)
     worker = experiment.worker or "this worker"
     log_line(
         "warning",
@@ -144,6 +162,21 @@ def _replay(
     while entry.sim.round < want:
         entry.sim.next_round()  # already recorded: the results are discarded, only the state matters
     return entry
+
+
+def _client_state_at(sim: Simulation) -> bool:
+    """Whether the per-client state's files can still give the round ``sim`` is at (for a replay
+    from it): another worker may have moved them past it."""
+    try:
+        sim.client_states.restore(sim.round)
+    except StateUnavailable:
+        return False
+    return True
+
+
+def client_state_folder(experiment: Experiment) -> Path:
+    """The experiment's per-client state files (workers/engine/client_state.py), deleted with it."""
+    return checkpoint_folder(experiment.pk) / "client_state"
 
 
 def forget(experiment_id: int) -> None:
@@ -185,5 +218,6 @@ def save_checkpoint(experiment: Experiment, sim: Simulation) -> Checkpoint:
     )
     for old in experiment.checkpoints.order_by("-round")[settings.CHECKPOINT_KEEP :]:
         Path(old.path).unlink(missing_ok=True)
+        shutil.rmtree(snapshot_folder(old.path), ignore_errors=True)  # its client state, if any
         old.delete()
     return checkpoint

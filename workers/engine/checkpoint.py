@@ -3,7 +3,9 @@
 :func:`write_checkpoint` is the one place a checkpoint reaches the disk (the engine CLI and the
 Celery workers both go through ``Simulation.save_checkpoint``, which calls it), and it writes
 atomically: a crash mid-write leaves the previous file under the real name, never a torn one.
-What the tensors and metadata hold is the simulation's business (``Simulation.state_dict``).
+What the tensors and metadata hold is the simulation's business (``Simulation.state_dict``). The
+per-client state is too big to hold in memory: ``Simulation.save_checkpoint`` copies its rows into a
+folder beside the file first (``client_state.snapshot_folder``), and the metadata names that folder.
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ def read_checkpoint(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
         tensors = {k: f.get_tensor(k) for k in f.keys()}
     if meta.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"unsupported checkpoint format {meta.get('format')!r}")
+    snapshot = (meta.get("client_state") or {}).get("snapshot")
+    if snapshot:  # the per-client rows copied beside the file (client_state.py): a name, never a path
+        meta["client_state"]["snapshot"] = str(Path(path).parent / Path(snapshot).name)
     return tensors, meta
 
 

@@ -22,6 +22,7 @@ import torch
 from workers.engine import probes
 from workers.engine.checkpoint import read_checkpoint, write_checkpoint
 from workers.engine.client import bind_flat
+from workers.engine.client_state import ClientStates, snapshot_folder
 from workers.engine.codecs import make_codec
 from workers.engine.data import cache as data_cache
 from workers.engine.data.base import FederatedData
@@ -61,6 +62,7 @@ class Simulation:
         callbacks: Iterable[Callback] = (),
         data_root: str | Path | None = None,  # where data.path may lead (see data.paths.confine)
         client_group_size: int | None = None,  # overrides the spec's (after an out-of-memory error)
+        client_state_dir: str | Path | None = None,  # per-client state files (None: a temporary folder)
     ):
         if client_group_size is not None:  # before any buffer is sized: a rebuild starts small
             spec = spec.replace(compute={"client_group_size": max(1, client_group_size)})
@@ -110,6 +112,8 @@ class Simulation:
         self.participation = torch.zeros(data.num_clients, dtype=torch.int64)
         self.eval_cohort = evaluation_cohort(spec, data.num_clients)
         self.dp = GaussianMechanism(spec.privacy, self.num_params, self.device) if self._private else None
+        # Per-client rows (control variates, personal models) on disk, not in RAM: client_state.py.
+        self.client_states = ClientStates(client_state_dir)
 
     # -- construction helpers -----------------------------------------------------------------
 
@@ -213,6 +217,7 @@ class Simulation:
         if r % spec.evaluation.every == 0 or r == spec.rounds:
             test_loss, test_acc = self.evaluate()
             clients_eval = client_evaluation(self.model, self.replicas[0].data, self._evaluated(cohort), self.spec)
+        self.client_states.commit(r)  # the rows the cohort scattered become round r's
         self.round = r
         mem = probes.probe_devices(self.devices, self.child_peak_vram_mb)  # None unless isolated
         completed = len(cohort.trained)
@@ -344,6 +349,7 @@ class Simulation:
         self.replicas = []
         self.model = None
         self.update_sum = self.broadcast_weights = self.residuals = self.collected = None
+        self.client_states.close()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
@@ -363,6 +369,7 @@ class Simulation:
             "rng": self.rng.bit_generator.state,
             "loss_scales": [r.trainer.scaler.scale for r in self.replicas],
             "clip_norm": self.dp.clip_norm if self.dp else None,  # adaptive clipping moves it
+            "client_state": self.client_states.describe(),  # the rows stay in their files
         }
         return tensors, meta
 
@@ -380,13 +387,18 @@ class Simulation:
         if self.dp and meta.get("clip_norm") is not None:
             self.dp.clip_norm = float(meta["clip_norm"])
         self.round = int(meta["round"])
+        client_state = meta.get("client_state") or {}  # StateUnavailable if the files are past it
+        self.client_states.restore(self.round, client_state, snapshot=client_state.get("snapshot"))
         self.rng.bit_generator.state = meta["rng"]
         for replica, scale in zip(self.replicas, meta.get("loss_scales", []), strict=False):
             replica.trainer.scaler.scale = scale
 
     def save_checkpoint(self, path: str | Path) -> int:
-        """Write one safetensors file (no pickle) atomically; returns its size in bytes."""
+        """Write one safetensors file (no pickle) atomically, the client state's rows copied into a
+        folder beside it first (client_state.snapshot_folder); returns the file's size in bytes."""
         tensors, meta = self.state_dict()
+        if self.client_states.save_snapshot(snapshot_folder(path)):
+            meta["client_state"]["snapshot"] = snapshot_folder(path).name  # read_checkpoint resolves it
         return write_checkpoint(path, tensors, meta)
 
     @classmethod
