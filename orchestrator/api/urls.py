@@ -1,7 +1,7 @@
 """``/api/``: mounted by fedweb/urls.py."""
 
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from accounts import api as token_api
 from orchestrator.api import experiments as api
@@ -36,4 +36,6 @@ urlpatterns = [
     path("token/", token_api.token, name="api_token_obtain"),
     path("token/rotate/", token_api.token_rotate, name="api_token_rotate"),
     path("schema/", SpectacularAPIView.as_view(), name="api_schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api_schema"), name="api_redoc"),
 ]
