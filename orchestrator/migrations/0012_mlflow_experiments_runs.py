@@ -7,38 +7,57 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('orchestrator', '0011_experiment_kind_external_runs'),
+        ("orchestrator", "0011_experiment_kind_external_runs"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='MlflowExperiment',
+            name="MlflowExperiment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=500)),
-                ('tags', models.JSONField(default=dict)),
-                ('created', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated', models.DateTimeField(default=django.utils.timezone.now)),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='mlflow_experiments', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=500)),
+                ("tags", models.JSONField(default=dict)),
+                ("created", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="mlflow_experiments",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='MlflowRun',
+            name="MlflowRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('tags', models.JSONField(default=dict)),
-                ('keys', models.JSONField(default=list)),
-                ('run_metrics', models.JSONField(default=dict)),
-                ('pending', models.JSONField(blank=True, null=True)),
-                ('experiment', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='mlflow', to='orchestrator.experiment')),
-                ('mlflow_experiment', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='runs', to='orchestrator.mlflowexperiment')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("tags", models.JSONField(default=dict)),
+                ("keys", models.JSONField(default=list)),
+                ("run_metrics", models.JSONField(default=dict)),
+                ("pending", models.JSONField(blank=True, null=True)),
+                (
+                    "experiment",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="mlflow", to="orchestrator.experiment"
+                    ),
+                ),
+                (
+                    "mlflow_experiment",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="runs",
+                        to="orchestrator.mlflowexperiment",
+                    ),
+                ),
             ],
         ),
         migrations.AddConstraint(
-            model_name='mlflowexperiment',
-            constraint=models.UniqueConstraint(fields=('owner', 'name'), name='one_mlflow_experiment_name_per_owner'),
+            model_name="mlflowexperiment",
+            constraint=models.UniqueConstraint(fields=("owner", "name"), name="one_mlflow_experiment_name_per_owner"),
         ),
     ]

@@ -23,7 +23,9 @@ def test_the_api_pages_load_only_local_static_files(client, settings, page, bund
     assert response.status_code == 200
     html = response.content.decode()
     assert "http://" not in html and "https://" not in html, [u for u in _references(html) if "//" in u]
-    assets = [u for u in _references(html) if u.startswith(settings.STATIC_URL) or u.startswith("/" + settings.STATIC_URL)]
+    assets = [
+        u for u in _references(html) if u.startswith(settings.STATIC_URL) or u.startswith("/" + settings.STATIC_URL)
+    ]
     assert any(bundle in u for u in assets), assets
     for url in assets:
         path = url.split(settings.STATIC_URL, 1)[1]
