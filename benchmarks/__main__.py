@@ -2,9 +2,9 @@
 
 Runs one benchmark (or ``all``), writes ``benchmarks/results/<name>-<size>-<devicekind>.json``
 (``$FEDWEB_BENCH_RESULTS`` overrides the folder) and prints a table row per benchmark. ``shards``, ``recovery``,
-``socket_close``, ``viewers``, ``e2e_overhead`` and ``scheduling --real`` start real processes on the Redis at
-``$REDIS_URL``; ``all`` leaves those out, ``client_log`` (which times no engine) and ``client_state`` (minutes of
-disk I/O).
+``socket_close``, ``viewers``, ``ingest_live``, ``e2e_overhead`` and ``scheduling --real`` start real processes on
+the Redis at ``$REDIS_URL``; ``all`` leaves those out, ``client_log`` (which times no engine) and ``client_state``
+(minutes of disk I/O).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from benchmarks import (
     e2e_overhead,
     engine_overhead,
     flute_femnist,
+    ingest_live,
     memory_varying,
     pfl_cifar10,
     recovery,
@@ -48,11 +49,14 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "socket_close": socket_close.run,
     "viewers": viewers.run,
     "client_log": client_log.run,
+    "ingest_live": ingest_live.run,
     "e2e_overhead": e2e_overhead.run,
 }
 # Left out of `all`: they need a Redis and start worker or daphne processes, or (client_log) time no engine,
 # or (client_state) write and read tens of GB of per-client rows over minutes.
-NOT_IN_ALL = {"shards", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead", "client_state"}
+NOT_IN_ALL = {
+    "shards", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead", "client_state", "ingest_live",
+}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc as local static files: /api/docs/ works offline
     "axes",
     "accounts",
     "orchestrator",
@@ -173,11 +174,19 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "FedWeb API",
     "DESCRIPTION": "Create, run and read federated-learning experiments. Authenticate with "
-    "`Authorization: Token <key>` (POST /api/token/ or the /accounts/token/ page).",
+    "`Authorization: Token <key>` (POST /api/token/ or the /accounts/token/ page).\n\n"
+    "**External runs** (a script that trains elsewhere reports its rounds): `POST /api/external/runs/` with "
+    "your token creates one and answers a run token; `POST /api/external/runs/{id}/rounds/` with "
+    "`Authorization: Bearer <run token>` reports rounds, then `finish/` or `fail/`. The Python client "
+    "(clients/python) and the MLflow tracking API subset (`/api/2.0/mlflow/`) sit on the same runs.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     # The API's shape is no secret; the data behind it is.
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    # /api/docs/ and /api/redoc/ load their JavaScript and CSS from /static/, never from a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 LANGUAGE_CODE = "en-us"

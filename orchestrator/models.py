@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from orchestrator.experiments.limits import check_new_spec
 from orchestrator.experiments.records import Checkpoint, LogEntry, RoundMetric, checkpoint_folder
-from orchestrator.external.models import CustomMetric, ExternalRun
+from orchestrator.external.models import CustomMetric, ExternalRun, MlflowExperiment, MlflowRun
 from orchestrator.fleet.sharding import RoundShard
 from orchestrator.fleet.workers import Worker, pick_queue
 from orchestrator.live import events
@@ -34,7 +34,7 @@ from workers.engine.spec import Spec, SpecError
 
 __all__ = [
     "ACTIVE", "FINISHED", "Checkpoint", "check_team_visibility", "CustomMetric", "Experiment", "ExternalRun", "Kind",
-    "LogEntry", "RoundMetric", "RoundShard", "Status", "Visibility", "Worker", "Sweep", "checkpoint_folder",
+    "LogEntry", "MlflowExperiment", "MlflowRun", "RoundMetric", "RoundShard", "Status", "Visibility", "Worker", "Sweep", "checkpoint_folder",
 ]  # fmt: skip
 
 

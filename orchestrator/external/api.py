@@ -19,7 +19,8 @@ from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, authentication_classes, permission_classes, throttle_classes
 from rest_framework.exceptions import NotFound
@@ -54,6 +55,68 @@ class ExternalRunCreateSerializer(TeamAndVisibility, serializers.Serializer):
         return value
 
 
+class RunTokenScheme(OpenApiAuthenticationExtension):
+    """The run token in the OpenAPI document (/api/docs/), as ``runToken``."""
+
+    target_class = "orchestrator.external.auth.RunTokenAuthentication"
+    name = "runToken"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "The run token (frt_...) that POST /api/external/runs/ answered; it writes that run only.",
+        }
+
+
+# The ingestion bodies and answers, for the OpenAPI document; the views judge bodies with ``ingest``.
+_ROUND = inline_serializer(
+    "ExternalRound",
+    {
+        "round": serializers.IntegerField(min_value=1, max_value=ingest.MAX_ROUND),
+        "metrics": serializers.DictField(
+            child=serializers.FloatField(),
+            help_text="name: finite number. Standard names (loss, accuracy, test_loss, bytes_up, bytes_down, "
+            "participants, round_seconds, memory_mb, ...) fill the round's columns; any other name is a custom metric. "
+            f"At most {ingest.MAX_NAMES_PER_ROUND} per round.",
+        ),
+    },
+)
+ROUNDS_BODY = inline_serializer(
+    "ExternalRounds", {"rounds": serializers.ListField(child=_ROUND, max_length=ingest.MAX_ROUNDS_PER_BATCH)}
+)
+ROUNDS_ANSWER = inline_serializer(
+    "ExternalRoundsRecorded",
+    {
+        "recorded": serializers.ListField(child=serializers.IntegerField(), help_text="Rounds stored by this request"),
+        "duplicates": serializers.ListField(
+            child=serializers.IntegerField(), help_text="Rounds already stored with the same values (a resend)"
+        ),
+    },
+)
+CREATED = inline_serializer(
+    "ExternalRunCreated",
+    {
+        "id": serializers.IntegerField(),
+        "token": serializers.CharField(help_text="The run token: shown only in this answer"),
+        "status": serializers.CharField(),
+        "dashboard": serializers.URLField(),
+        "rounds_url": serializers.URLField(),
+    },
+)
+ENDED = inline_serializer("ExternalRunEnded", {"id": serializers.IntegerField(), "status": serializers.CharField()})
+FAIL_BODY = inline_serializer(
+    "ExternalRunFailure", {"error": serializers.CharField(required=False, help_text="Shown on the dashboard")}
+)
+REFUSALS = {
+    400: OpenApiResponse(description='{"<field>": ["message"]}: nothing stored'),
+    401: OpenApiResponse(description="Missing, unknown, revoked or expired run token"),
+    404: OpenApiResponse(description="Another run's id"),
+    409: OpenApiResponse(description='{"detail", "field"}: contradicts a recorded round, or the run is over'),
+    429: OpenApiResponse(description="Over FEDWEB_EXTERNAL_RATE requests per minute for this token (Retry-After)"),
+}
+
+
 def _run_for_token(request: Request, pk: int) -> Experiment:
     # Another run's id is "not found": a run token learns nothing about other experiments.
     if request.auth.experiment_id != pk:
@@ -61,7 +124,7 @@ def _run_for_token(request: Request, pk: int) -> Experiment:
     return request.auth.experiment
 
 
-@extend_schema(request=ExternalRunCreateSerializer, responses={201: dict})
+@extend_schema(request=ExternalRunCreateSerializer, responses={201: CREATED}, tags=["external runs"])
 @api_view(["POST"])
 def runs(request: Request) -> Response:
     """Create an external run (status running); the answer's ``token`` writes this run only."""
@@ -87,7 +150,13 @@ def runs(request: Request) -> Response:
     return Response(body, status=status.HTTP_201_CREATED)
 
 
-@extend_schema(request=dict, responses={200: dict})
+@extend_schema(
+    request=ROUNDS_BODY,
+    responses={201: ROUNDS_ANSWER, 200: ROUNDS_ANSWER, **REFUSALS},
+    tags=["external runs"],
+    description='Report rounds: ``{"rounds": [{"round": 3, "metrics": {"loss": 0.4, "grad/norm": 1.2}}]}``. '
+    "Idempotent per round: a resend with the same values is answered 200 and stored once.",
+)
 @api_view(["POST"])
 @authentication_classes([RunTokenAuthentication])
 @permission_classes([HasRunToken])
@@ -105,7 +174,7 @@ def rounds(request: Request, pk: int) -> Response:
     return Response(result, status=code)
 
 
-@extend_schema(request=None, responses={200: dict})
+@extend_schema(request=FAIL_BODY, responses={200: ENDED, **REFUSALS}, tags=["external runs"])
 @api_view(["POST"])
 @authentication_classes([RunTokenAuthentication])
 @permission_classes([HasRunToken])
@@ -120,20 +189,21 @@ def end(request: Request, pk: int, outcome: str) -> Response:
         if not isinstance(raw, str):
             return Response({"error": ["error must be a string"]}, status=status.HTTP_400_BAD_REQUEST)
         error = raw[:5000] or "The script reported a failure"
-    if experiment.status == target:
-        return Response({"id": pk, "status": target})
-    changes = {"status": target, "finished": timezone.now(), "error": error}
-    if not Experiment.objects.filter(pk=pk, status__in=ingest.ACCEPTING).update(**changes):
-        experiment.refresh_from_db()
+    if not ingest.end(experiment, target, error):
         detail = f"Cannot {outcome} a run that is {experiment.status}"
         return Response({"detail": detail, "field": "status"}, status=status.HTTP_409_CONFLICT)
-    experiment.refresh_from_db()
-    experiment.log("error" if error else "info", error or f"Finished after {experiment.current_round} rounds")
-    experiment._status_changed()
     return Response({"id": pk, "status": target})
 
 
-@extend_schema(request=None, responses={200: dict})
+@extend_schema(
+    request=None,
+    responses={
+        200: inline_serializer(
+            "ExternalRunRevoked", {"id": serializers.IntegerField(), "revoked": serializers.BooleanField()}
+        )
+    },
+    tags=["external runs"],
+)
 @api_view(["POST"])
 def revoke(request: Request, pk: int) -> Response:
     """Revoke the run's token (its owner, or whoever may control it); the run keeps its rounds."""

@@ -145,14 +145,37 @@ def record(experiment_id: int, reports: list[Report]) -> dict:
             )
         elif experiment.status == Status.CRASHED:
             Experiment.objects.filter(pk=experiment.pk).update(status=Status.RUNNING)
-        revived = experiment.status == Status.CRASHED
-    if revived:
-        experiment.refresh_from_db()
-        events.publish_status(experiment)
-    for report, row in zip(fresh, rows, strict=True):
-        # The native path's event: the dashboard's live charts and the metrics exporter take it as is.
-        events.publish_round(experiment.pk, {**row.to_result_dict(), "custom": report.custom})
+        # Published once the rows are committed: called inside a caller's transaction (the MLflow
+        # API), the events wait for that one, so no event announces a round that was rolled back.
+        if experiment.status == Status.CRASHED:
+            transaction.on_commit(lambda: _publish_status(experiment.pk))
+        for report, row in zip(fresh, rows, strict=True):
+            # The native path's event: the dashboard's live charts and the metrics exporter take it as is.
+            transaction.on_commit(
+                lambda row=row, report=report: events.publish_round(
+                    experiment.pk, {**row.to_result_dict(), "custom": report.custom}
+                )
+            )
     return {"recorded": [r.round for r in fresh], "duplicates": [r.round for r in reports if r not in fresh]}
+
+
+def _publish_status(pk: int) -> None:
+    events.publish_status(Experiment.objects.get(pk=pk))
+
+
+def end(experiment: Experiment, target: str, error: str = "") -> bool:
+    """End a run that accepts reports as ``target`` (completed or failed); False if it had ended
+    otherwise already. Ending it the same way again is a no-op that answers True."""
+    if experiment.status == target:
+        return True
+    changes = {"status": target, "finished": timezone.now(), "error": error}
+    if not Experiment.objects.filter(pk=experiment.pk, status__in=ACCEPTING).update(**changes):
+        experiment.refresh_from_db()
+        return False
+    experiment.refresh_from_db()
+    experiment.log("error" if error else "info", error or f"Finished after {experiment.current_round} rounds")
+    experiment._status_changed()
+    return True
 
 
 def _stored(experiment, numbers: list[int]) -> dict[int, tuple[dict, dict]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -47,3 +48,30 @@ class CustomMetric(models.Model):
     class Meta:
         ordering = ["experiment", "round"]
         constraints = [models.UniqueConstraint(fields=["experiment", "round"], name="one_custom_metric_per_round")]
+
+
+class MlflowExperiment(models.Model):
+    """An MLflow experiment (``/api/2.0/mlflow/experiments/...``): a user's named folder of runs.
+    Its runs are FedWeb external runs; names are unique per owner."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="mlflow_experiments")
+    name = models.CharField(max_length=500)
+    tags = models.JSONField(default=dict)
+    created = models.DateTimeField(default=timezone.now)
+    updated = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="one_mlflow_experiment_name_per_owner")]
+
+
+class MlflowRun(models.Model):
+    """What an external run holds for the MLflow API beside its rounds: its MLflow experiment, tags,
+    the metric names the script logged, step-0 metrics (run-level, no round), and the round whose
+    metrics are still arriving (``pending``: recorded as a round once a later step or the end comes)."""
+
+    experiment = models.OneToOneField("orchestrator.Experiment", models.CASCADE, related_name="mlflow")
+    mlflow_experiment = models.ForeignKey(MlflowExperiment, models.SET_NULL, null=True, related_name="runs")
+    tags = models.JSONField(default=dict)
+    keys = models.JSONField(default=list)  # metric names as the script logged them, in first-seen order
+    run_metrics = models.JSONField(default=dict)  # step 0: {name: [value, timestamp_ms]}
+    pending = models.JSONField(null=True, blank=True)  # {"round": r, "metrics": {name: [value, timestamp_ms]}}

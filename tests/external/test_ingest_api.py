@@ -9,6 +9,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from orchestrator.external.liveness import mark_crashed
+from orchestrator.fleet.scheduling import reconcile
 from orchestrator.models import CustomMetric, Experiment, ExternalRun, Kind, RoundMetric, Status
 from tests.external.conftest import post_rounds, run_client, user_client
 
@@ -113,6 +114,15 @@ def test_silent_run_crashes_and_a_report_revives_it(run):
     assert post_rounds(client, pk, {"round": 1, "metrics": {"loss": 1.0}}).status_code == 201
     assert Experiment.objects.get(pk=pk).status == Status.RUNNING
     assert mark_crashed() == []
+
+
+@override_settings(FEDWEB_EXTERNAL_CRASH_AFTER=60)
+def test_the_reconciler_marks_a_silent_run_crashed_with_no_page_open(run):
+    pk, _ = run
+    assert reconcile() == [] and Experiment.objects.get(pk=pk).status == Status.RUNNING
+    ExternalRun.objects.filter(experiment_id=pk).update(last_report=timezone.now() - timedelta(seconds=61))
+    reconcile()  # what every worker's heartbeat runs
+    assert Experiment.objects.get(pk=pk).status == Status.CRASHED
 
 
 def test_external_runs_are_never_scheduled(run):
