@@ -12,5 +12,5 @@ USER fedweb
 VOLUME /data
 EXPOSE 8000
 
-# $FEDWEB_WEB_PROCESSES daphne processes behind one port (fedweb/serve.py; 1 unless set)
-CMD ["python", "-m", "fedweb.serve", "-b", "0.0.0.0", "-p", "8000"]
+# $FEDWEB_WEB_PROCESSES daphne processes behind one port (scripts/serve.py; 1 unless set)
+CMD ["python", "-m", "scripts.serve", "-b", "0.0.0.0", "-p", "8000"]

@@ -1,11 +1,13 @@
 """``python -m benchmarks viewers``: live-page latency with many viewers of one public run.
 
-A real daphne (``fedweb.asgi``) and the real Redis channel layer on 127.0.0.1, a fresh SQLite
-database, one public experiment (its share link), and N plain asyncio WebSocket clients on its
-public socket, as a browser's page opens it. A thread of this process then records rounds at
-``RATE`` rounds/s as a worker does (the metrics row, the run's ``current_round``, then
-``events.publish_round``); each round event carries ``published_at``, the time just after the
-database writes, and each client notes when the round arrives. Reported per viewer count: p50,
+A real daphne (``fedweb.asgi``; ``$FEDWEB_WEB_PROCESSES`` of them behind one port, ``scripts.serve``)
+and the real Redis channel layer on 127.0.0.1, a fresh SQLite database, one public experiment (its
+share link), and N plain asyncio WebSocket clients on its public socket, as a browser's page opens
+it. The clients run in a process of their own pinned to one core (``client_core``), so the load
+client takes at most that core from the server; its CPU and daphne's are recorded. This process
+then records rounds at ``RATE`` rounds/s as a worker does (the metrics row, the run's
+``current_round``, then ``events.publish_round``); each round event carries ``published_at``, the
+time just after the database writes, and each client notes when the round arrives. Reported per viewer count: p50,
 p99 and max of arrival - published_at over every (client, round), and rounds missed or duplicated
 (a client must see each round exactly once, whether it comes alone or coalesced with others).
 
@@ -42,7 +44,7 @@ GOAL_P99_MS = 250.0
 
 class LiveSite:
     """A throwaway FedWeb web server: temp data folder and SQLite, migrated, ``processes`` daphne
-    processes behind a free port (``fedweb.serve``)."""
+    processes behind a free port (``scripts.serve``)."""
 
     def __init__(self, processes: int = 1) -> None:
         self.processes = processes
@@ -75,8 +77,8 @@ class LiveSite:
         subprocess.run(
             [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"], cwd=ROOT, env=self.env, check=True
         )
-        # fedweb.serve: PROCESSES daphne processes on one listening socket, as `make run` starts them.
-        args = [sys.executable, "-m", "fedweb.serve", "-b", "127.0.0.1", "-p", str(self.port)]
+        # scripts.serve: PROCESSES daphne processes on one listening socket, as `make run` starts them.
+        args = [sys.executable, "-m", "scripts.serve", "-b", "127.0.0.1", "-p", str(self.port)]
         args += ["--processes", str(self.processes)]
         self.daphne = subprocess.Popen(
             args, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -206,6 +208,17 @@ def _clients(conn, url: str, origin: str, viewers: int, rounds: int, timeout: fl
     if core is not None:
         os.sched_setaffinity(0, {core})
 
+    lags: list[float] = []
+
+    async def ticker() -> None:
+        """How late this process's loop wakes for a 10 ms sleep: latency that is the client's own
+        (its core is busy elsewhere), not the server's."""
+        loop = asyncio.get_running_loop()
+        while True:
+            t = loop.time()
+            await asyncio.sleep(0.01)
+            lags.append(loop.time() - t - 0.01)
+
     async def main() -> dict[str, Any]:
         clients = [Viewer() for _ in range(viewers)]
         tasks = []
@@ -214,13 +227,16 @@ def _clients(conn, url: str, origin: str, viewers: int, rounds: int, timeout: fl
             tasks += [asyncio.create_task(c.watch(url, origin, rounds, timeout)) for c in batch]
             await asyncio.wait_for(asyncio.gather(*(c.ready.wait() for c in batch)), 60)
         conn.send("ready")
+        tick = asyncio.create_task(ticker())
         outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+        tick.cancel()
         expected = set(range(1, rounds + 1))
         return {
             "latencies": [x for c in clients for x in c.latencies],
             "missed": sum(len(expected - set(c.rounds)) for c in clients),
             "duplicated": sum(len(c.rounds) - len(set(c.rounds)) for c in clients),
             "errors": [repr(o) for o in outcomes if isinstance(o, BaseException)][:3],
+            "client_loop_lag_p99_ms": _ms(sorted(lags), 0.99),
         }
 
     try:
@@ -290,6 +306,7 @@ def measure(site: LiveSite, viewers: int, rounds: int, rate: float) -> dict[str,
         "client_cpu_seconds": round(cpu1[1] - cpu0[1], 2),
         "daphne_cpu_us_per_delivery": round(1e6 * (cpu1[0] - cpu0[0]) / len(latencies), 1) if latencies else None,
         "client_core": core,
+        "client_loop_lag_p99_ms": result["client_loop_lag_p99_ms"],
         "load_average_1min": round(os.getloadavg()[0], 1),  # the machine is shared: say how busy it was
         "cpus": os.cpu_count(),
     }
@@ -305,7 +322,7 @@ def run(opts: Options) -> dict[str, Any]:
     # FEDWEB_VIEWERS=3,5 and FEDWEB_VIEWER_ROUNDS=10: a quick run (the test of this benchmark).
     counts = tuple(int(n) for n in os.environ.get("FEDWEB_VIEWERS", "").split(",") if n) or VIEWERS[opts.size]
     rounds = int(os.environ.get("FEDWEB_VIEWER_ROUNDS") or ROUNDS[opts.size])
-    processes = int(os.environ.get("FEDWEB_WEB_PROCESSES") or 1)  # daphne processes (fedweb.serve)
+    processes = int(os.environ.get("FEDWEB_WEB_PROCESSES") or 1)  # daphne processes (scripts.serve)
     t0 = time.monotonic()
     with LiveSite(processes) as site:
         rows = [measure(site, n, rounds, RATE) for n in counts]

@@ -1,4 +1,4 @@
-"""Two daphne processes behind one port (``python -m fedweb.serve --processes 2``), a real Redis:
+"""Two daphne processes behind one port (``python -m scripts.serve --processes 2``), a real Redis:
 sockets of one experiment land on both processes, and each socket gets every live round once and
 in order, whichever process holds it."""
 
@@ -11,9 +11,9 @@ from contextlib import ExitStack
 import psutil
 import pytest
 
-from fedweb import serve
 from orchestrator.live import events
 from orchestrator.models import Experiment
+from scripts import serve
 from tests import live
 from tests.conftest import TINY_SPEC
 from tests.factories import round_result
@@ -34,10 +34,10 @@ def _holders(server: live.Process, port: int) -> dict[int, int]:
 @pytest.fixture
 def two_processes(live_env, tmp_path):
     port = live.free_port()
-    args = [sys.executable, "-m", "fedweb.serve", "-b", "127.0.0.1", "-p", str(port), "--processes", "2"]
+    args = [sys.executable, "-m", "scripts.serve", "-b", "127.0.0.1", "-p", str(port), "--processes", "2"]
     server = live.Process("serve", args, live_env, tmp_path)
     try:
-        live.wait_for(lambda: live._healthz_answers(port), 60, "fedweb.serve")
+        live.wait_for(lambda: live._healthz_answers(port), 60, "scripts.serve")
         live.wait_for(lambda: len(_holders(server, port)) == 2, 60, "two daphne processes")
         yield server, port
     finally:

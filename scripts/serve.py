@@ -1,4 +1,4 @@
-"""``python -m fedweb.serve [-b HOST] [-p PORT] [--processes N]``: N daphne processes behind one port.
+"""``python -m scripts.serve [-b HOST] [-p PORT] [--processes N]``: N daphne processes behind one port.
 
 One daphne process sends every live event to its sockets one after another on one core, so a page
 watched by hundreds of viewers is bounded by that core (``python -m benchmarks viewers``). Here
@@ -7,6 +7,9 @@ the kernel hands each new connection to one of them. Each process subscribes onc
 that its sockets watch (``orchestrator.live.fanout``), so every socket gets every event, whichever
 process holds it. Per-process state is only the fan-out and caches; sessions, access and rounds
 live in the database and Redis.
+
+It lives in ``scripts`` (whose package imports nothing), not ``fedweb``, whose package loads the
+Celery app and with it torch: this parent only holds the socket and watches its children.
 
 ``--processes`` defaults to ``$FEDWEB_WEB_PROCESSES`` (1). With SQLite, keep 1: its writes lock
 the whole file. If one daphne exits, the others are stopped and the exit code is passed on, so the
@@ -51,7 +54,7 @@ def positive_int(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fedweb.serve", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m scripts.serve", description=__doc__.splitlines()[0])
     parser.add_argument("-b", "--bind", default="127.0.0.1")
     parser.add_argument("-p", "--port", type=int, default=8000)
     parser.add_argument(
