@@ -50,8 +50,12 @@ class _GroupsMixin:
             await self.fanout.unsubscribe(self)
 
     async def forbid(self) -> None:
+        """Close with 4403, once: two checks in flight together (the user's group and the
+        experiment's both announced a change) may both find access gone."""
         self.allowed = False
-        await self.close(code=FORBIDDEN)
+        if not getattr(self, "forbidden", False):
+            self.forbidden = True
+            await self.close(code=FORBIDDEN)
 
     def user_groups(self) -> list[str]:
         user = self.scope.get("user")
