@@ -12,4 +12,5 @@ USER fedweb
 VOLUME /data
 EXPOSE 8000
 
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "fedweb.asgi:application"]
+# $FEDWEB_WEB_PROCESSES daphne processes behind one port (scripts/serve.py; 1 unless set)
+CMD ["python", "-m", "scripts.serve", "-b", "0.0.0.0", "-p", "8000"]

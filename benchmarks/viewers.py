@@ -1,11 +1,13 @@
 """``python -m benchmarks viewers``: live-page latency with many viewers of one public run.
 
-A real daphne (``fedweb.asgi``) and the real Redis channel layer on 127.0.0.1, a fresh SQLite
-database, one public experiment (its share link), and N plain asyncio WebSocket clients on its
-public socket, as a browser's page opens it. A thread of this process then records rounds at
-``RATE`` rounds/s as a worker does (the metrics row, the run's ``current_round``, then
-``events.publish_round``); each round event carries ``published_at``, the time just after the
-database writes, and each client notes when the round arrives. Reported per viewer count: p50,
+A real daphne (``fedweb.asgi``; ``$FEDWEB_WEB_PROCESSES`` of them behind one port, ``scripts.serve``)
+and the real Redis channel layer on 127.0.0.1, a fresh SQLite database, one public experiment (its
+share link), and N plain asyncio WebSocket clients on its public socket, as a browser's page opens
+it. The clients run in a process of their own pinned to one core (``client_core``), so the load
+client takes at most that core from the server; its CPU and daphne's are recorded. This process
+then records rounds at ``RATE`` rounds/s as a worker does (the metrics row, the run's
+``current_round``, then ``events.publish_round``); each round event carries ``published_at``, the
+time just after the database writes, and each client notes when the round arrives. Reported per viewer count: p50,
 p99 and max of arrival - published_at over every (client, round), and rounds missed or duplicated
 (a client must see each round exactly once, whether it comes alone or coalesced with others).
 
@@ -41,7 +43,17 @@ GOAL_P99_MS = 250.0
 
 
 class LiveSite:
-    """A throwaway FedWeb web process: temp data folder and SQLite, migrated, daphne on a free port."""
+    """A throwaway FedWeb web server: temp data folder and SQLite, migrated, ``processes`` daphne
+    processes behind a free port (``scripts.serve``)."""
+
+    def __init__(self, processes: int = 1) -> None:
+        self.processes = processes
+
+    def server_pids(self) -> list[int]:
+        """The daphne processes serving the port."""
+        import psutil
+
+        return [c.pid for c in psutil.Process(self.daphne.pid).children() if "daphne" in " ".join(c.cmdline())]
 
     def __enter__(self) -> LiveSite:
         from fedweb.localredis import free_port
@@ -65,9 +77,18 @@ class LiveSite:
         subprocess.run(
             [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"], cwd=ROOT, env=self.env, check=True
         )
-        args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "fedweb.asgi:application"]
-        self.daphne = subprocess.Popen(args, cwd=ROOT, env=self.env, stderr=subprocess.DEVNULL)
+        # scripts.serve: PROCESSES daphne processes on one listening socket, as `make run` starts them.
+        args = [sys.executable, "-m", "scripts.serve", "-b", "127.0.0.1", "-p", str(self.port)]
+        args += ["--processes", str(self.processes)]
+        self.daphne = subprocess.Popen(
+            args, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )  # no access log lines on the benchmark's output
         _wait_listening(self.port, self.daphne)
+        deadline = time.monotonic() + 60
+        while len(self.server_pids()) < self.processes:  # each answers /healthz only once it runs
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.processes} daphne processes did not start within 60 s")
+            time.sleep(0.2)
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fedweb.settings")
         import django
 
@@ -175,36 +196,97 @@ class Viewer:
                         self.latencies.append(arrived - rnd["published_at"])
 
 
-async def measure(site: LiveSite, viewers: int, rounds: int, rate: float) -> dict[str, Any]:
-    from asgiref.sync import sync_to_async
+def client_core() -> int | None:
+    """The core the viewers' process is pinned to (the last one this process may use), so the load
+    client takes at most one core from daphne; None with a single core."""
+    cores = sorted(os.sched_getaffinity(0))
+    return cores[-1] if len(cores) > 1 else None
 
-    experiment = await sync_to_async(public_run)(f"viewers-{viewers}")
-    url = f"ws://127.0.0.1:{site.port}/ws/experiments/{experiment.pk}/?token={experiment.share_token}"
-    origin = f"http://127.0.0.1:{site.port}"
-    clients = [Viewer() for _ in range(viewers)]
-    timeout = 120 + rounds / rate
-    tasks = []
-    for i in range(0, viewers, CONNECT_AT_ONCE):
-        batch = clients[i : i + CONNECT_AT_ONCE]
-        tasks += [asyncio.create_task(c.watch(url, origin, rounds, timeout)) for c in batch]
-        await asyncio.wait_for(asyncio.gather(*(c.ready.wait() for c in batch)), 60)
+
+def _clients(conn, url: str, origin: str, viewers: int, rounds: int, timeout: float, core: int | None) -> None:
+    """The viewers' process: open ``viewers`` sockets, say so, then collect every round."""
+    if core is not None:
+        os.sched_setaffinity(0, {core})
+
+    lags: list[float] = []
+
+    async def ticker() -> None:
+        """How late this process's loop wakes for a 10 ms sleep: latency that is the client's own
+        (its core is busy elsewhere), not the server's."""
+        loop = asyncio.get_running_loop()
+        while True:
+            t = loop.time()
+            await asyncio.sleep(0.01)
+            lags.append(loop.time() - t - 0.01)
+
+    async def main() -> dict[str, Any]:
+        clients = [Viewer() for _ in range(viewers)]
+        tasks = []
+        for i in range(0, viewers, CONNECT_AT_ONCE):
+            batch = clients[i : i + CONNECT_AT_ONCE]
+            tasks += [asyncio.create_task(c.watch(url, origin, rounds, timeout)) for c in batch]
+            await asyncio.wait_for(asyncio.gather(*(c.ready.wait() for c in batch)), 60)
+        conn.send("ready")
+        tick = asyncio.create_task(ticker())
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+        tick.cancel()
+        expected = set(range(1, rounds + 1))
+        return {
+            "latencies": [x for c in clients for x in c.latencies],
+            "missed": sum(len(expected - set(c.rounds)) for c in clients),
+            "duplicated": sum(len(c.rounds) - len(set(c.rounds)) for c in clients),
+            "errors": [repr(o) for o in outcomes if isinstance(o, BaseException)][:3],
+            "client_loop_lag_p99_ms": _ms(sorted(lags), 0.99),
+        }
+
+    try:
+        conn.send(asyncio.run(main()))
+    except BaseException as e:  # the parent reports it instead of waiting for a result that never comes
+        conn.send({"failed": repr(e)})
+        raise
+
+
+def measure(site: LiveSite, viewers: int, rounds: int, rate: float) -> dict[str, Any]:
+    import multiprocessing
+
     import psutil
 
-    daphne, me = psutil.Process(site.daphne.pid), psutil.Process()
-    cpu0 = (sum(daphne.cpu_times()[:2]), sum(me.cpu_times()[:2]))
-    start = threading.Event()
-    producer = asyncio.get_running_loop().run_in_executor(None, record_rounds, experiment.pk, rounds, rate, start)
-    t0 = time.monotonic()
-    start.set()
-    await producer
-    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
-    wall = time.monotonic() - t0
-    cpu = (sum(daphne.cpu_times()[:2]) - cpu0[0], sum(me.cpu_times()[:2]) - cpu0[1])
-    errors = [repr(o) for o in outcomes if isinstance(o, BaseException)]
-    latencies = sorted(x for c in clients for x in c.latencies)
-    expected = list(range(1, rounds + 1))
-    missed = sum(len(set(expected) - set(c.rounds)) for c in clients)
-    duplicated = sum(len(c.rounds) - len(set(c.rounds)) for c in clients)
+    experiment = public_run(f"viewers-{viewers}")
+    url = f"ws://127.0.0.1:{site.port}/ws/experiments/{experiment.pk}/?token={experiment.share_token}"
+    origin = f"http://127.0.0.1:{site.port}"
+    core = client_core()
+    ours, theirs = multiprocessing.Pipe()
+    args = (theirs, url, origin, viewers, rounds, 120 + rounds / rate, core)
+    client = multiprocessing.get_context("spawn").Process(target=_clients, args=args, daemon=True)
+    client.start()
+    try:
+        if not ours.poll(180):
+            raise TimeoutError(f"{viewers} viewers did not all connect within 180 s")
+        ready = ours.recv()
+        if ready != "ready":
+            raise RuntimeError(f"the viewers' process failed: {ready}")
+        servers = [psutil.Process(pid) for pid in site.server_pids()]
+        client_proc = psutil.Process(client.pid)
+
+        def cpu_now() -> tuple[float, float]:
+            return sum(sum(p.cpu_times()[:2]) for p in servers), sum(client_proc.cpu_times()[:2])
+
+        cpu0, t0 = cpu_now(), time.monotonic()
+        start = threading.Event()
+        start.set()
+        record_rounds(experiment.pk, rounds, rate, start)
+        if not ours.poll(180):
+            raise TimeoutError("the viewers did not receive every round within 180 s")
+        cpu1 = cpu_now()  # the client has its result: it has seen the last round
+        result = ours.recv()
+        wall = time.monotonic() - t0
+    finally:
+        client.join(30)
+        if client.is_alive():
+            client.kill()
+    if "failed" in result:
+        raise RuntimeError(f"the viewers' process failed: {result['failed']}")
+    latencies = sorted(result["latencies"])
     return {
         "viewers": viewers,
         "rounds": rounds,
@@ -214,13 +296,17 @@ async def measure(site: LiveSite, viewers: int, rounds: int, rate: float) -> dic
         "p99_ms": _ms(latencies, 0.99),
         "max_ms": round(1000 * latencies[-1], 1) if latencies else None,
         "mean_ms": round(1000 * statistics.fmean(latencies), 1) if latencies else None,
-        "missed": missed,
-        "duplicated": duplicated,
-        "errors": errors[:3],
+        "missed": result["missed"],
+        "duplicated": result["duplicated"],
+        "errors": result["errors"],
         "wall_seconds": round(wall, 2),
-        # Where the time goes: CPU seconds of daphne and of this process (clients + producer).
-        "daphne_cpu_seconds": round(cpu[0], 2),
-        "client_cpu_seconds": round(cpu[1], 2),
+        # Where the time goes: CPU seconds of the daphne processes and of the viewers' process
+        # (pinned to ``client_core``, so it takes at most that one core from the server).
+        "daphne_cpu_seconds": round(cpu1[0] - cpu0[0], 2),
+        "client_cpu_seconds": round(cpu1[1] - cpu0[1], 2),
+        "daphne_cpu_us_per_delivery": round(1e6 * (cpu1[0] - cpu0[0]) / len(latencies), 1) if latencies else None,
+        "client_core": core,
+        "client_loop_lag_p99_ms": result["client_loop_lag_p99_ms"],
         "load_average_1min": round(os.getloadavg()[0], 1),  # the machine is shared: say how busy it was
         "cpus": os.cpu_count(),
     }
@@ -236,12 +322,14 @@ def run(opts: Options) -> dict[str, Any]:
     # FEDWEB_VIEWERS=3,5 and FEDWEB_VIEWER_ROUNDS=10: a quick run (the test of this benchmark).
     counts = tuple(int(n) for n in os.environ.get("FEDWEB_VIEWERS", "").split(",") if n) or VIEWERS[opts.size]
     rounds = int(os.environ.get("FEDWEB_VIEWER_ROUNDS") or ROUNDS[opts.size])
+    processes = int(os.environ.get("FEDWEB_WEB_PROCESSES") or 1)  # daphne processes (scripts.serve)
     t0 = time.monotonic()
-    with LiveSite() as site:
-        rows = [asyncio.run(measure(site, n, rounds, RATE)) for n in counts]
+    with LiveSite(processes) as site:
+        rows = [measure(site, n, rounds, RATE) for n in counts]
     at_200 = next((r for r in rows if r["viewers"] == 200), rows[-1])
     return {
-        "device": "cpu (daphne, 1 process)",
+        "device": f"cpu (daphne, {processes} process{'es' if processes > 1 else ''})",
+        "web_processes": processes,
         "precision": opts.precision,
         "wall_seconds": round(time.monotonic() - t0, 1),
         "rounds_per_hour": None,

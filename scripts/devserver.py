@@ -113,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([python, "manage.py", "migrate", "--no-input", "-v", "0"], cwd=ROOT, env=env, check=True)
         if not args.no_demo:
             subprocess.run([python, "manage.py", "demo"], cwd=ROOT, env=env, check=True)
-        start([python, "-m", "daphne", "-b", host, "-p", port, "fedweb.asgi:application"], env)
+        # scripts.serve: $FEDWEB_WEB_PROCESSES daphne processes (1 by default: SQLite) on one port.
+        start([python, "-m", "scripts.serve", "-b", host, "-p", port], env)
         start([python, "-m", "celery", "-A", "fedweb", "worker", "-Q", "cpu", "--concurrency", "1", "-l", "info"], env)
         probe = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host  # a wildcard bind answers on loopback
         wait_until_healthy(f"http://{probe}:{port}/healthz")

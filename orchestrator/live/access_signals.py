@@ -13,7 +13,7 @@ from django.dispatch import receiver
 
 from accounts.models import Membership
 from orchestrator.live import events
-from orchestrator.models import Experiment
+from orchestrator.models import FINISHED, Experiment
 
 
 @receiver(post_save, sender=Experiment, dispatch_uid="fedweb-access-experiment-saved")
@@ -27,15 +27,27 @@ def _experiment_deleted(sender, instance: Experiment, **kwargs) -> None:
     events.publish_access_changed(experiment_ids=[instance.pk])
 
 
+def _unfinished_team_experiments(team_id: int) -> list[int]:
+    """The team's experiments whose rounds may still flow. Their sockets get the access event in
+    their experiment's group too, in order with its rounds (``orchestrator.live.fanout``): the
+    user's own group is another channel, and a round published right after the change could
+    overtake it."""
+    return list(Experiment.objects.filter(team_id=team_id).exclude(status__in=FINISHED).values_list("pk", flat=True))
+
+
 @receiver(post_save, sender=Membership, dispatch_uid="fedweb-access-membership-saved")
 def _membership_saved(sender, instance: Membership, created: bool, **kwargs) -> None:
     if not created:  # a role changed
-        events.publish_access_changed(user_ids=[instance.user_id])
+        events.publish_access_changed(
+            experiment_ids=_unfinished_team_experiments(instance.team_id), user_ids=[instance.user_id]
+        )
 
 
 @receiver(post_delete, sender=Membership, dispatch_uid="fedweb-access-membership-deleted")
 def _membership_deleted(sender, instance: Membership, **kwargs) -> None:
-    events.publish_access_changed(user_ids=[instance.user_id])
+    events.publish_access_changed(
+        experiment_ids=_unfinished_team_experiments(instance.team_id), user_ids=[instance.user_id]
+    )
 
 
 @receiver(post_save, sender=settings.AUTH_USER_MODEL, dispatch_uid="fedweb-access-user-saved")

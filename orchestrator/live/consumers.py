@@ -2,10 +2,11 @@
 
 Access is checked at connect, again on every ``access`` event (published whenever it may have
 shrunk: a link revoked, a member removed, an experiment deleted...) and, as a safety net for
-changes made behind the models' back, at least every ``ACCESS_RECHECK_SECONDS`` while rounds flow
-(each socket at its own moment, so 200 viewers do not query the database at once). Other events
-check nothing: access changes drive the checks. A socket that lost access is closed with 4403
-and forwards nothing more.
+changes made behind the models' back, at least every ``ACCESS_RECHECK_SECONDS`` while rounds flow.
+The experiment's ``access`` events and the safety net read the database once per process, user
+and link (``Fanout.check_access``), not once per socket: 200 viewers of one public link cost one
+query. Other events check nothing: access changes drive the checks. A socket that lost access is
+closed with 4403 and forwards nothing more.
 
 An experiment socket gets its live events through :mod:`orchestrator.live.fanout` (one subscription
 per process and experiment; JSON and the public link's redaction done once per event; rounds
@@ -14,7 +15,6 @@ arriving faster than a page draws coalesced into one ``rounds`` message).
 
 from __future__ import annotations
 
-import random
 import time
 from urllib.parse import parse_qs
 
@@ -50,8 +50,12 @@ class _GroupsMixin:
             await self.fanout.unsubscribe(self)
 
     async def forbid(self) -> None:
+        """Close with 4403, once: two checks in flight together (the user's group and the
+        experiment's both announced a change) may both find access gone."""
         self.allowed = False
-        await self.close(code=FORBIDDEN)
+        if not getattr(self, "forbidden", False):
+            self.forbidden = True
+            await self.close(code=FORBIDDEN)
 
     def user_groups(self) -> list[str]:
         user = self.scope.get("user")
@@ -75,9 +79,7 @@ class ExperimentConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
         if not await self._allowed():
             await self.forbid()
             return
-        # The first safety-net check comes at a random moment within the interval: sockets that
-        # connected together (a page shared to a room) do not all query the database at once.
-        self.allowed, self.checked_at = True, time.monotonic() - random.uniform(0, ACCESS_RECHECK_SECONDS)
+        self.allowed, self.checked_at = True, time.monotonic()
         # Subscribe before reading history: an event published meanwhile waits in the backlog,
         # not lost, and the round handler drops it if the history already contained it.
         self.live, self.backlog = False, []
@@ -115,10 +117,11 @@ class ExperimentConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
             await self.status(await prepared.public() if self.share_token else event, redacted=True)
         elif kind == "log":
             await self.send_json(await prepared.public() if self.share_token else event)
-        elif kind == "access":
-            await self.access(event)
+        elif kind == "access":  # the fan-out cleared its verdicts: the first socket per key reads again
+            await self._still_allowed(shared=True)
 
     async def access(self, event: events.AccessEvent):
+        """The user's own group (a role or the account changed): this socket reads again."""
         if self.allowed:
             await self._still_allowed()
 
@@ -151,7 +154,7 @@ class ExperimentConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
     async def _recheck_due(self) -> bool:
         """False when the safety-net check is due and finds access gone (the socket is closed)."""
         if time.monotonic() - self.checked_at > ACCESS_RECHECK_SECONDS:
-            return await self._still_allowed()
+            return await self._still_allowed(shared=True)
         return True
 
     async def status(self, event: events.StatusEvent, redacted: bool = False):
@@ -173,8 +176,16 @@ class ExperimentConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
 
     # -- access and database ---------------------------------------------------------------------
 
-    async def _still_allowed(self) -> bool:
-        if await self._allowed():
+    async def _still_allowed(self, shared: bool = False) -> bool:
+        """``shared``: a verdict that another local socket of the same user and link read within
+        ``ACCESS_RECHECK_SECONDS`` (or since the last ``access`` event) will do."""
+        if shared:
+            user = self.scope.get("user")
+            key = (user.pk if user and user.is_authenticated else None, self.share_token)
+            allowed = await self.fanout.check_access(key, self._allowed, ACCESS_RECHECK_SECONDS)
+        else:
+            allowed = await self._allowed()
+        if allowed:
             self.checked_at = time.monotonic()
             return True
         await self.forbid()

@@ -7,10 +7,18 @@ p99 at seconds (``python -m benchmarks viewers``). Here one channel per process 
 joins the group; each event arrives once, its JSON and its public (redacted) variant are made
 once, and every local socket gets it in the order it came.
 
-Rounds that come faster than a page draws are coalesced: the first waits at most
-``COALESCE_SECONDS`` for the ones right behind it, and a socket gets them as one ``rounds``
-message (``{"type": "rounds", "rounds": [round events]}``), so a browser handles one message per
-frame, not twenty. A single round still goes out as a plain ``round`` event.
+Events go out at once, but no sooner than ``COALESCE_SECONDS`` after the previous message began
+going out, and never while it is still going out: rounds that come faster than that (or while a
+slow dispatch runs) wait for that moment and go out together, as one ``rounds`` message
+(``{"type": "rounds", "rounds": [round events]}``). So a lone round waits for nothing, a browser
+handles at most 1 / ``COALESCE_SECONDS`` messages a second, and an overloaded process sends fewer,
+larger messages instead of falling behind. A single round still goes out as a plain ``round`` event.
+(A fixed wait of 100 ms for the rounds behind the first added 50-100 ms to every round at 20
+rounds/s: ``python -m benchmarks viewers``.)
+
+The safety-net access check (``consumers.ACCESS_RECHECK_SECONDS``) is shared here too: sockets of
+the same user and link ask :meth:`Fanout.check_access`, which reads the database once per key and
+interval, not once per socket; an ``access`` event clears the shared verdicts first.
 """
 
 from __future__ import annotations
@@ -18,7 +26,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import weakref
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Protocol
 
 from channels.db import database_sync_to_async
@@ -27,7 +37,7 @@ from orchestrator.experiments.public import host_names, redact
 from orchestrator.models import Experiment
 
 log = logging.getLogger(__name__)
-COALESCE_SECONDS = 0.1  # a bounded delay (6 frames at 60 Hz), well under the 250 ms goal
+COALESCE_SECONDS = 0.05  # at most 20 messages a second to a page (3 frames at 60 Hz); a bounded delay
 
 
 class Subscriber(Protocol):
@@ -98,58 +108,101 @@ class Fanout:
         self.layer, self.group = layer, group
         self.channel: str | None = None
         self.subscribers: list[Subscriber] = []
-        self.task: asyncio.Task | None = None
-        self.rounds: list[dict] = []  # round events waiting to go out together
-        # One dispatch at a time, in arrival order (asyncio's lock is FIFO): a batch flushed by the
-        # timer must not overtake the one before it, or a socket would skip rounds as already seen.
-        self.sending = asyncio.Lock()
+        self.tasks: list[asyncio.Task] = []
+        # Events received and not yet sent, in arrival order. One sender task sends them, so a batch
+        # never overtakes the one before it (a socket would skip rounds as already seen).
+        self.pending: list[dict] = []
+        self.wake = asyncio.Event()
+        self.last_sent = float("-inf")  # loop time when the previous message began going out
         self.joining = asyncio.Lock()  # sockets connecting at once make one channel, not several
+        self.verdicts: dict[Hashable, tuple[float, asyncio.Future]] = {}
 
     async def subscribe(self, subscriber: Subscriber) -> None:
         async with self.joining:
             if self.channel is None:
                 self.channel = await self.layer.new_channel()
                 await self.layer.group_add(self.group, self.channel)
-                self.task = asyncio.create_task(self._receive_loop(self.channel))
+                self.tasks = [
+                    asyncio.create_task(self._receive_loop(self.channel)),
+                    asyncio.create_task(self._send_loop()),
+                ]
             self.subscribers.append(subscriber)
 
     async def unsubscribe(self, subscriber: Subscriber) -> None:
         if subscriber in self.subscribers:
             self.subscribers.remove(subscriber)
         if not self.subscribers and self.channel is not None:
-            channel, task = self.channel, self.task
-            self.channel, self.task = None, None
+            channel, tasks = self.channel, self.tasks
+            self.channel, self.tasks = None, []
             _fanouts.get(asyncio.get_running_loop(), {}).pop((id(self.layer), self.group), None)
             await self.layer.group_discard(self.group, channel)
-            if task is not None:
+            for task in tasks:
                 task.cancel()  # nobody watches here any more: no loop left behind
+
+    async def check_access(self, key: Hashable, check: Callable[[], Awaitable[bool]], max_age: float) -> bool:
+        """``check()``'s verdict for ``key`` (a user and link), read at most ``max_age`` seconds ago
+        by any local socket with that key; sockets asking at once share one read."""
+        now = time.monotonic()
+        entry = self.verdicts.get(key)
+        if entry is None or now - entry[0] > max_age or _failed(entry[1]):
+            entry = (now, asyncio.ensure_future(check()))
+            self.verdicts[key] = entry
+        return await asyncio.shield(entry[1])
 
     async def _receive_loop(self, channel: str) -> None:
         while True:
             message = await self.layer.receive(channel)
-            if message.get("type") == "round":
-                self.rounds.append(message)
-                if len(self.rounds) == 1:  # the first of a burst waits a moment for the others
-                    asyncio.get_running_loop().call_later(COALESCE_SECONDS, lambda: asyncio.ensure_future(self.flush()))
-            else:
-                await self.flush()  # rounds before a status or log stay before it
-                await self._dispatch(message)
+            self.pending.append(message)  # the list as it is now: the sender swaps it for a new one
+            self.wake.set()
 
-    async def flush(self) -> None:
-        rounds, self.rounds = self.rounds, []
-        if len(rounds) == 1:
-            await self._dispatch(rounds[0])
-        elif rounds:
-            await self._dispatch({"type": "rounds", "experiment_id": rounds[0]["experiment_id"], "rounds": rounds})
+    async def _send_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self.wake.wait()
+            delay = self.last_sent + COALESCE_SECONDS - loop.time()
+            if delay > 0:  # the previous message went out just now: let the rounds behind it gather
+                await asyncio.sleep(delay)
+            self.wake.clear()
+            pending, self.pending = self.pending, []
+            self.last_sent = loop.time()
+            for event in _batched(pending):
+                await self._dispatch(event)
 
     async def _dispatch(self, event: dict) -> None:
+        if event.get("type") == "access":
+            self.verdicts.clear()  # who may read it may have changed: read again, once per key
         prepared = Prepared(event)
-        async with self.sending:
-            for subscriber in list(self.subscribers):
-                try:
-                    await subscriber.deliver(event, prepared)
-                except Exception:  # one broken socket must not stop the others' events
-                    log.warning("could not deliver a %s event", event.get("type"), exc_info=True)
+        for subscriber in list(self.subscribers):
+            try:
+                await subscriber.deliver(event, prepared)
+            except Exception:  # one broken socket must not stop the others' events
+                log.warning("could not deliver a %s event", event.get("type"), exc_info=True)
+
+
+def _failed(future: asyncio.Future) -> bool:
+    return future.done() and (future.cancelled() or future.exception() is not None)
+
+
+def _batched(events: list[dict]) -> list[dict]:
+    """``events`` in order, each run of consecutive rounds as one ``rounds`` event (a lone round as itself)."""
+    out: list[dict] = []
+    rounds: list[dict] = []
+
+    def close_run() -> None:
+        if len(rounds) == 1:
+            out.append(rounds[0])
+        elif rounds:
+            out.append({"type": "rounds", "experiment_id": rounds[0]["experiment_id"], "rounds": list(rounds)})
+        rounds.clear()
+
+    for event in events:
+        if event.get("type") == "round":
+            rounds.append(event)
+        else:
+            close_run()
+            out.append(event)
+    close_run()
+    return out
 
 
 _fanouts: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[int, str], Fanout]] = (

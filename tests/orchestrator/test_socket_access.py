@@ -96,6 +96,21 @@ def test_it_closes_a_team_members_socket_when_they_are_removed(world, who):
     async_to_sync(scenario)()
 
 
+def test_a_round_published_right_after_a_removal_does_not_reach_the_removed_member(world):
+    """The experiment's own group gets the access event, in order with its rounds: the round right
+    behind the removal cannot overtake the user group's event while that check reads the database."""
+
+    async def scenario():
+        ws = await _open(world.experiment, world.member)
+        membership = await sync_to_async(world.team.memberships.get)(user=world.member)
+        await sync_to_async(membership.remove)()
+        await _round(world.experiment, 61)
+        assert await ws.receive_output(timeout=2) == CLOSED  # not round 61 first
+        assert await ws.receive_nothing(timeout=0.2)
+
+    async_to_sync(scenario)()
+
+
 def test_it_keeps_a_demoted_members_socket_open_because_viewers_still_read(world):
     async def scenario():
         ws = await _open(world.experiment, world.member)
