@@ -7,7 +7,7 @@ from workers.engine.result import ROUND_RESULT_FIELDS
 
 
 def test_it_stores_every_round_result_field_in_the_model():
-    # Django fields are static, so the model is the one place checked rather than derived.
+    # The columns are derived from workers/engine/round_fields.py: this checks the derivation.
     bookkeeping = ("id", "experiment", "recorded", "claimed", "worker")  # the row's, not the engine's
     stored = [f.name for f in RoundMetric._meta.get_fields() if f.name not in bookkeeping]
     assert stored == list(ROUND_RESULT_FIELDS)
