@@ -252,6 +252,8 @@ FIELDS: tuple[Field, ...] = (
           plots=(Plot("privacy", "ε", "#9333ea", compare="solid"),),
           # ε only grows, so the last recorded value is the privacy spent by the whole run ("–" without DP).
           summaries=(Summary("epsilon", "Final ε", "Privacy spent (final ε)", "last", 3, rank=7),)),
+    Field("update_norm", float, "update norm: L2 norm of the global model's change this round (0 when it did not step)",
+          "‖Δw‖₂", null=True, column=Column("Update norm", 4, rank=3), plots=(Plot("update_norm", "update norm", "#0f766e"),)),
 )  # fmt: skip
 
 BY_NAME = {f.name: f for f in FIELDS}
