@@ -13,49 +13,35 @@ from django.db import models
 from django.utils import timezone
 
 from workers.engine.result import ROUND_RESULT_FIELDS
+from workers.engine.round_fields import FIELDS, Field
 
 
-class RoundMetric(models.Model):
-    """One RoundResult, as the engine returned it. Field names match ROUND_RESULT_FIELDS exactly
-    (tests/orchestrator/test_round_fields.py fails when they drift)."""
+def _column(field: Field) -> models.Field:
+    """The database column of a declared round field."""
+    if field.name == "round":  # the row's key with its experiment
+        return models.PositiveIntegerField()
+    if field.type is float:
+        return models.FloatField(null=field.null)
+    if field.type is int:
+        return (models.BigIntegerField if field.wide else models.IntegerField)(null=field.null)
+    if field.type is str:
+        return models.CharField(max_length=200, null=field.null)
+    return models.JSONField(null=field.null)  # lists
+
+
+# One column per declared field (workers/engine/round_fields.py): a new field there is a new column
+# here, and ``makemigrations`` writes its migration.
+RoundFields = type(
+    "RoundFields",
+    (models.Model,),
+    {"__module__": __name__, "Meta": type("Meta", (), {"abstract": True}), **{f.name: _column(f) for f in FIELDS}},
+)
+
+
+class RoundMetric(RoundFields):
+    """One RoundResult, as the engine returned it: the columns of ``RoundFields``, and the row's own."""
 
     experiment = models.ForeignKey("orchestrator.Experiment", models.CASCADE, related_name="rounds")
-    round = models.PositiveIntegerField()
-    participants = models.IntegerField()
-    completed = models.IntegerField()
-    stragglers = models.IntegerField()
-    dropped = models.IntegerField()
-    train_loss = models.FloatField(null=True)
-    test_loss = models.FloatField(null=True)
-    test_accuracy = models.FloatField(null=True)
-    bytes_down = models.BigIntegerField()
-    bytes_up = models.BigIntegerField()
-    bytes_formula = models.BigIntegerField()
-    round_seconds = models.FloatField()
-    train_seconds = models.FloatField()
-    samples = models.BigIntegerField()
-    rss_mb = models.FloatField()
-    threads = models.IntegerField()
-    vram_allocated_mb = models.FloatField(null=True)
-    vram_reserved_mb = models.FloatField(null=True)
-    vram_peak_mb = models.FloatField(null=True)
-    device = models.CharField(max_length=200)
-    client_accuracy_p10 = models.FloatField(null=True)
-    client_accuracy_p25 = models.FloatField(null=True)
-    client_accuracy_p50 = models.FloatField(null=True)
-    client_accuracy_p75 = models.FloatField(null=True)
-    client_accuracy_p90 = models.FloatField(null=True)
-    client_accuracy_mean = models.FloatField(null=True)
-    client_accuracy_worst10 = models.FloatField(null=True)
-    train_loss_p10 = models.FloatField(null=True)
-    train_loss_p25 = models.FloatField(null=True)
-    train_loss_p50 = models.FloatField(null=True)
-    train_loss_p75 = models.FloatField(null=True)
-    train_loss_p90 = models.FloatField(null=True)
-    participation_histogram = models.JSONField(null=True)
-    dp_clip_norm = models.FloatField(null=True)
-    dp_clipped_fraction = models.FloatField(null=True)
-    dp_epsilon = models.FloatField(null=True)
     recorded = models.DateTimeField(default=timezone.now)
     # When the worker claimed the round (null for rounds recorded before this field, and sharded
     # ones): with ``recorded`` it spans the round's hold on a worker slot, so overlaps are facts.

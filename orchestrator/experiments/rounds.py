@@ -9,9 +9,9 @@ from typing import IO, NamedTuple
 
 from django.http import HttpResponse
 
+from workers.engine import round_fields
 from workers.engine.result import ROUND_RESULT_FIELDS
 
-MB = 1e6
 # A round as the pages and downloads list it: the engine's result, then the worker that ran it
 # ("" through a public link, which names no worker host: orchestrator.experiments.public).
 ROUND_FIELDS = (*ROUND_RESULT_FIELDS, "worker")
@@ -26,25 +26,13 @@ class Column(NamedTuple):
     scale: float = 1.0  # the value is divided by this (bytes -> MB)
 
 
-# The rounds table shows these RoundResult fields, in this order; the page's script reads the same
-# list (page data ``table_columns``) to add the rows that arrive live.
+# The rounds table shows the fields declared with a ``Column`` (workers/engine/round_fields.py), then
+# where the round ran; the page's script reads the same list (page data ``table_columns``) to add
+# the rows that arrive live.
 TABLE_COLUMNS = (
-    Column("round", "Round"),
-    Column("participants", "Clients"),
-    Column("completed", "Done"),
-    Column("train_loss", "Train loss", 4),
-    Column("test_loss", "Test loss", 4),
-    Column("test_accuracy", "Accuracy", 4),
-    Column("bytes_up", "Up MB", 2, MB),
-    Column("bytes_down", "Down MB", 2, MB),
-    Column("round_seconds", "Seconds", 2),
-    Column("rss_mb", "RSS MB", 0),
-    Column("vram_peak_mb", "VRAM peak MB", 0),
+    *(Column(f.name, c.label, c.digits, c.scale) for f, c in round_fields.columns()),
     Column("worker", "Worker"),
 )
-_unknown = [c.field for c in TABLE_COLUMNS if c.field not in ROUND_FIELDS]
-if _unknown:  # fail at import, not on a page: the engine renamed or dropped a field
-    raise ImportError(f"rounds table columns not in ROUND_RESULT_FIELDS: {_unknown}")
 
 
 def round_dict(row, *, public: bool = False) -> dict:

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from django.db.models import Count, F, Max, OuterRef, Subquery, Sum
+from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum
 
 from orchestrator.experiments.records import RoundMetric
+from workers.engine import round_fields
 
 
 class Metric(NamedTuple):
-    """A summary column: its key, its heading, and how many decimals it shows (scale divides first)."""
+    """A summary column: its key, its headings, how it folds the rounds' values (the sum of ``keys``
+    per round, over the rounds that have them all) and how many decimals it shows (scale divides first)."""
 
     key: str
     label: str  # the table heading
@@ -24,75 +26,84 @@ class Metric(NamedTuple):
     digits: int
     scale: float = 1.0
     unit: str = ""
+    aggregate: str = "last"  # round_fields.AGGREGATES
+    keys: tuple[str, ...] = ()
 
 
-# The metric columns of the list and compare tables, in order; the page's script lets the reader
-# hide any of them (remembered per browser).
-METRICS = (
-    Metric("final_accuracy", "Final acc.", "Final test accuracy", 4),
-    Metric("best_accuracy", "Best acc.", "Best test accuracy", 4),
-    Metric("final_loss", "Final loss", "Final test loss", 4),
-    Metric("rounds", "Rounds", "Rounds done", 0),
-    Metric("seconds", "Time", "Time (Σ round seconds)", 1, unit=" s"),
-    Metric("bytes", "Total MB", "MB communicated (up + down)", 2, scale=1e6),
-    # ε only grows, so the last recorded value is the privacy spent by the whole run ("–" without DP).
-    Metric("epsilon", "Final ε", "Privacy spent (final ε)", 3),
+# The metric columns of the list and compare tables, in order, as the round fields declare them
+# (workers/engine/round_fields.py, ``Summary``); the page's script lets the reader hide any of them
+# (remembered per browser), and the dashboard's folds the live rounds in by the same data.
+METRICS = tuple(
+    Metric(s.key, s.label, s.title, s.digits, s.scale, s.unit, s.aggregate, round_fields.summary_keys(f, s))
+    for f, s in round_fields.summaries()
 )
 EMPTY = {m.key: None for m in METRICS}
 
 
+def _value(metric: Metric, result: dict):
+    values = [result.get(k) for k in metric.keys]
+    return None if any(v is None for v in values) else sum(values)
+
+
+def fold(aggregate: str, values: list):
+    """One summary from the non-null values of a run's rounds, oldest first."""
+    if aggregate == "count":
+        return len(values)
+    if aggregate == "sum":
+        return sum(values)
+    if not values:
+        return None
+    return values[-1] if aggregate == "last" else max(values)
+
+
 def summarize(rounds: list[dict]) -> dict:
     """The summary of a run from its rounds (``RoundResult`` dicts, oldest first)."""
-    accuracies = [r["test_accuracy"] for r in rounds if r["test_accuracy"] is not None]
-    losses = [r["test_loss"] for r in rounds if r["test_loss"] is not None]
-    epsilons = [r["dp_epsilon"] for r in rounds if r.get("dp_epsilon") is not None]
     if not rounds:
         return dict(EMPTY)
-    return {
-        "final_accuracy": accuracies[-1] if accuracies else None,
-        "best_accuracy": max(accuracies) if accuracies else None,
-        "final_loss": losses[-1] if losses else None,
-        "rounds": len(rounds),
-        "seconds": sum(r["round_seconds"] or 0.0 for r in rounds),
-        "bytes": sum(r["bytes_up"] + r["bytes_down"] for r in rounds),
-        "epsilon": epsilons[-1] if epsilons else None,
-    }
+    return {m.key: fold(m.aggregate, [v for r in rounds if (v := _value(m, r)) is not None]) for m in METRICS}
+
+
+def _expression(metric: Metric):
+    total = F(metric.keys[0])
+    for key in metric.keys[1:]:
+        total = total + F(key)
+    return total
+
+
+def _present(metric: Metric) -> dict:
+    return {f"{k}__isnull": False for k in metric.keys}  # the rounds summarize folds in
+
+
+def _in_database(metric: Metric):
+    """``summarize``'s rule for ``metric`` as an aggregate of one experiment's rows."""
+    if metric.aggregate == "count":
+        return Count("id", filter=Q(**_present(metric)))
+    if metric.aggregate == "sum":
+        return Sum(_expression(metric), filter=Q(**_present(metric)))
+    if metric.aggregate == "max":
+        return Max(_expression(metric), filter=Q(**_present(metric)))
+    latest = RoundMetric.objects.filter(experiment_id=OuterRef("experiment_id"), **_present(metric)).order_by("-round")
+    return Subquery(latest.annotate(v=_expression(metric)).values("v")[:1])
 
 
 def summaries_for(experiment_ids: list[int]) -> dict[int, dict]:
-    """``summarize`` of every experiment in ``experiment_ids`` with rounds, from two queries."""
-    rounds = RoundMetric.objects.filter(experiment_id__in=experiment_ids)
-    totals = rounds.values("experiment_id").annotate(
-        n=Count("id"),
-        best=Max("test_accuracy"),
-        seconds=Sum("round_seconds"),
-        bytes=Sum(F("bytes_up") + F("bytes_down")),
-    )
-    out = {
-        t["experiment_id"]: {**EMPTY, "best_accuracy": t["best"], "rounds": t["n"], "seconds": t["seconds"]}
-        | {"bytes": t["bytes"]}
-        for t in totals
-    }
-    evaluated = RoundMetric.objects.filter(experiment_id=OuterRef("experiment_id"), test_accuracy__isnull=False)
-    last = evaluated.order_by("-round")
-    finals = (
-        rounds.filter(test_accuracy__isnull=False)
+    """``summarize`` of every experiment in ``experiment_ids`` with rounds, from one query."""
+    rows = (
+        RoundMetric.objects.filter(experiment_id__in=experiment_ids)
         .values("experiment_id")
-        .distinct()
-        .annotate(acc=Subquery(last.values("test_accuracy")[:1]), loss=Subquery(last.values("test_loss")[:1]))
+        .annotate(**{f"m_{m.key}": _in_database(m) for m in METRICS})
     )
-    for row in finals:
-        out[row["experiment_id"]].update(final_accuracy=row["acc"], final_loss=row["loss"])
-    private = RoundMetric.objects.filter(experiment_id=OuterRef("experiment_id"), dp_epsilon__isnull=False)
-    spent = (
-        rounds.filter(dp_epsilon__isnull=False)
-        .values("experiment_id")
-        .distinct()
-        .annotate(eps=Subquery(private.order_by("-round").values("dp_epsilon")[:1]))
-    )
-    for row in spent:
-        out[row["experiment_id"]]["epsilon"] = row["eps"]
-    return out
+    # SQL sums no rows to NULL where summarize's sum over no values is 0.
+    return {row["experiment_id"]: {m.key: _or_zero(m, row[f"m_{m.key}"]) for m in METRICS} for row in rows}
+
+
+def _or_zero(metric: Metric, value):
+    return 0 if value is None and metric.aggregate == "sum" else value
+
+
+def definitions() -> list[dict]:
+    """``METRICS`` as JSON for the dashboard's script, which folds each live round in by them."""
+    return [m._asdict() for m in METRICS]
 
 
 def cells(summary: dict) -> list[dict]:

@@ -1,10 +1,12 @@
 """The charts of a run, defined once: the live dashboard, the compare page and the offline report
 all draw the figures built here with ``plotly.graph_objects``.
 
-Each trace carries, in its ``meta``, the recipe that reads its y value from a ``RoundResult``
-(``Series``). The server builds a page's figures from the rounds in the database; the page's
-script only draws them and, as rounds arrive on the WebSocket, appends each round's point by
-reading the same recipe (``static/js/experiment_detail.js``, ``appendRounds``).
+The charts and their traces are declared with the round's fields (``workers/engine/round_fields.py``:
+each field's ``Plot``s, the ``CHARTS`` frames); this module turns them into figures. Each trace
+carries, in its ``meta``, the ``Formula`` that reads its y value from a ``RoundResult``, as data.
+The server builds a page's figures from the rounds in the database; the page's script draws them
+and, as rounds arrive on the WebSocket, appends each round's point by evaluating that same data
+(``static/js/charts.js``, ``append``).
 """
 
 from __future__ import annotations
@@ -14,53 +16,17 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-MB = 1e-6  # bytes -> MB
+from workers.engine import round_fields
+from workers.engine.round_fields import X_AXES, Formula
+
 PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#db2777", "#4b5563"]
 GRID = "#eef0f3"
 
 
 @dataclass(frozen=True)
-class Series:
-    """How a trace reads one round: the sum of ``keys`` (None if any is missing), divided by ``per``
-    (None unless it is > 0), times ``scale``; with ``cumulative``, added to the previous point."""
-
-    keys: tuple[str, ...]
-    scale: float = 1.0
-    per: str = ""
-    cumulative: bool = False
-
-    def value(self, result: dict) -> float | None:
-        values = [result.get(key) for key in self.keys]
-        if any(v is None for v in values):
-            return None
-        total = float(sum(values))
-        if self.per:
-            divisor = result.get(self.per)
-            if not divisor or divisor <= 0:
-                return None
-            total /= divisor
-        return total * self.scale
-
-    def points(self, rounds: list[dict]) -> tuple[list[int], list[float]]:
-        """One point per round that has a value (evaluation may skip rounds)."""
-        xs, ys, running = [], [], 0.0
-        for result in rounds:
-            y = self.value(result)
-            if y is None:
-                continue
-            running = running + y if self.cumulative else y
-            xs.append(result["round"])
-            ys.append(running)
-        return xs, ys
-
-    def meta(self) -> dict:
-        return {"keys": list(self.keys), "scale": self.scale, "per": self.per, "cumulative": self.cumulative}
-
-
-@dataclass(frozen=True)
 class Trace:
     name: str
-    series: Series
+    series: Formula
     color: str
     kind: str = "line"  # "line" (lines and markers), "plain" (lines only) or "bar"
     dash: str = "solid"
@@ -79,47 +45,23 @@ class Chart:
     y2_title: str = ""
     y_range: tuple[float, float] | None = None
     barmode: str = ""
+    optional: str = ""  # drawn only for runs that record this field (or whose spec plans it)
 
 
-def _mb(*keys: str, cumulative: bool = False) -> Series:
-    return Series(keys, scale=MB, cumulative=cumulative)
+def _chart(frame: round_fields.Chart) -> Chart:
+    """A declared chart frame with the traces its fields' plots declare."""
+    traces = tuple(
+        Trace(p.name, round_fields.plot_formula(f, p), p.color, p.kind, p.dash, p.right_axis, p.compare, p.fill)
+        for f, p in round_fields.plots_of(frame.id)
+    )
+    return Chart(frame.id, frame.title, frame.y_title, traces, frame.compare_title, frame.y2_title, frame.y_range,
+                 frame.barmode, frame.optional)  # fmt: skip
 
 
-CHARTS: tuple[Chart, ...] = (
-    Chart("loss", "Loss", "loss", (
-        Trace("train loss", Series(("train_loss",)), "#2563eb", compare="dot"),
-        Trace("test loss", Series(("test_loss",)), "#dc2626", compare="solid"),
-    ), compare_title="Test loss (bold) and train loss (faint)"),
-    Chart("accuracy", "Test accuracy", "accuracy", (
-        Trace("test accuracy", Series(("test_accuracy",)), "#16a34a", compare="solid"),
-    ), compare_title="Test accuracy", y_range=(0.0, 1.0)),
-    Chart("memory", "Memory per round", "MB", (
-        Trace("host RSS", Series(("rss_mb",)), "#0891b2", compare="solid"),
-        Trace("VRAM allocated", Series(("vram_allocated_mb",)), "#7c3aed"),
-        Trace("VRAM reserved", Series(("vram_reserved_mb",)), "#a78bfa", dash="dot"),
-        Trace("VRAM peak", Series(("vram_peak_mb",)), "#db2777", compare="dot"),
-    ), compare_title="Memory: host RSS (bold) and VRAM peak (faint)"),
-    # The fp32 formula counts down + up for the whole cohort, so the bars stack up and down to the same total.
-    Chart("bandwidth", "Bandwidth", "MB per round, up + down", (
-        Trace("up", _mb("bytes_up"), "#ea580c", kind="bar"),
-        Trace("down", _mb("bytes_down"), "#2563eb", kind="bar"),
-        Trace("fp32 formula", _mb("bytes_formula"), "#6b7280", kind="plain", dash="dash"),
-        Trace("Σ measured", _mb("bytes_up", "bytes_down", cumulative=True), "#111827", kind="plain",
-              right_axis=True, compare="solid"),
-        Trace("Σ formula", _mb("bytes_formula", cumulative=True), "#6b7280", kind="plain", dash="dot",
-              right_axis=True),
-    ), compare_title="Cumulative bandwidth, up + down", y2_title="MB since round 1 (Σ)", barmode="stack"),
-    Chart("time", "Round time and throughput", "seconds", (
-        Trace("round seconds", Series(("round_seconds",)), "#0f766e", compare="solid"),
-        Trace("clients / s", Series(("completed",), per="round_seconds"), "#9333ea", right_axis=True),
-    ), compare_title="Round time (seconds)", y2_title="clients / s"),
-    Chart("participants", "Participants per round", "clients", (
-        Trace("sampled", Series(("participants",)), "#2563eb", kind="plain"),
-        Trace("completed", Series(("completed",)), "#16a34a", compare="solid"),
-        Trace("stragglers", Series(("stragglers",)), "#ea580c", kind="plain", dash="dash"),
-        Trace("dropped", Series(("dropped",)), "#dc2626", kind="plain", dash="dot"),
-    ), compare_title="Clients aggregated per round"),
-)  # fmt: skip
+_ALL = tuple(_chart(c) for c in round_fields.charts())
+CHARTS: tuple[Chart, ...] = tuple(c for c in _ALL if not c.optional)  # every run's
+# Shown only for runs that record them (federated evaluation, DP, fields added later): see _charts_for.
+CLIENT_CHARTS: tuple[Chart, ...] = tuple(c for c in _ALL if c.optional)
 # On the compare page each experiment gets its own colour and dash, so that an identical shorter run
 # still shows over a longer one (the shorter runs are also drawn last, on top).
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
@@ -129,43 +71,23 @@ CSS_DASH = {"solid": "solid", "dash": "dashed", "dot": "dotted", "dashdot": "das
 EMPTY_TEXT = "No rounds yet: the charts fill in as rounds finish."
 
 
-def _band(prefix: str, color: str, shade: str) -> tuple[Trace, ...]:
-    """p10–p90 and p25–p75 bands and the median of ``prefix_pNN`` fields (RoundResult's quantiles)."""
-
-    def q(n: int, fill: str = "", **kw) -> Trace:
-        return Trace(f"p{n}", Series((f"{prefix}_p{n}",)), shade, kind="plain", fill=fill, **kw)
-
-    return (q(10), q(90, "tonexty"), q(25), q(75, "tonexty"), Trace("median", Series((f"{prefix}_p50",)), color))
-
-
-# Shown only for runs that record them (federated evaluation, DP): see _charts_for.
-CLIENT_CHARTS: tuple[Chart, ...] = (
-    Chart("clients", "Per-client accuracy (own test data)", "accuracy", (
-        *_band("client_accuracy", "#16a34a", "rgba(22,163,74,0.25)"),
-        Trace("mean", Series(("client_accuracy_mean",)), "#2563eb", compare="solid"),
-        Trace("worst 10% mean", Series(("client_accuracy_worst10",)), "#dc2626", compare="dot"),
-    ), compare_title="Per-client accuracy: mean (solid) and worst 10% (dotted)", y_range=(0.0, 1.0)),
-    Chart("client-loss", "Per-client training loss", "loss", (
-        *_band("train_loss", "#2563eb", "rgba(37,99,235,0.2)"),
-    )),
-    Chart("privacy", "Privacy spent", "ε", (
-        Trace("ε", Series(("dp_epsilon",)), "#9333ea", compare="solid"),
-        Trace("clip norm C", Series(("dp_clip_norm",)), "#6b7280", kind="plain", dash="dash", right_axis=True),
-    ), compare_title="Privacy spent (ε)", y2_title="clip norm C"),
-)  # fmt: skip
-# A chart is drawn when a round has its key (or the spec says the run will record it).
-_SHOWN_BY = {"clients": "client_accuracy_mean", "client-loss": "train_loss_p50", "privacy": "dp_epsilon"}
+# Whether a run's spec plans a chart's field, so that the chart is there from round 0. A chart not
+# named here is planned for any engine run (it has a spec) until its first round says otherwise.
+_PLANNED = {
+    "clients": lambda spec: (spec.get("evaluation") or {}).get("clients", "none") != "none",
+    "client-loss": bool,
+    "privacy": lambda spec: (spec.get("privacy") or {}).get("mechanism", "none") != "none",
+}
 
 
 def _charts_for(rounds: list[dict], spec: dict | None = None) -> list[Chart]:
     spec = spec or {}
-    planned = {
-        "clients": (spec.get("evaluation") or {}).get("clients", "none") != "none",
-        "client-loss": bool(spec),
-        "privacy": (spec.get("privacy") or {}).get("mechanism", "none") != "none",
-    }
-    extra = [c for c in CLIENT_CHARTS if planned[c.id] or any(r.get(_SHOWN_BY[c.id]) is not None for r in rounds)]
-    return [*CHARTS, *extra]
+
+    def planned(chart: Chart) -> bool:
+        return _PLANNED[chart.id](spec) if chart.id in _PLANNED else bool(spec) and not rounds
+
+    recorded = [c for c in CLIENT_CHARTS if planned(c) or any(r.get(c.optional) is not None for r in rounds)]
+    return [*CHARTS, *recorded]
 
 
 def participation_figure(rounds: list[dict]) -> dict | None:
@@ -176,7 +98,7 @@ def participation_figure(rounds: list[dict]) -> dict | None:
     counts = last["participation_histogram"]
     labels = [str(k) for k in range(len(counts) - 1)] + [f"{len(counts) - 1}+"]
     # A recipe no round matches: the page's live updates leave this snapshot alone.
-    bars = go.Bar(x=labels, y=counts, name="clients", marker={"color": "#0891b2"}, meta=Series(("-",)).meta())
+    bars = go.Bar(x=labels, y=counts, name="clients", marker={"color": "#0891b2"}, meta=Formula(("-",)).as_data())
     layout = _layout(Chart("participation", "", "clients", ()), y_title="clients", right_axis=False, empty=False)
     layout["xaxis"] = {"title": {"text": f"times sampled (after round {last['round']})"}, "type": "category"}
     figure = _figure_json([bars], layout)
@@ -192,7 +114,7 @@ def _trace(trace: Trace, rounds: list[dict], **style) -> go.BaseTraceType:
         "x": xs,
         "y": ys,
         # run: whose x axes; legend: what the compare page's shared legend hides it by
-        "meta": {**trace.series.meta(), "run": (run := style.pop("run", "")), **({"legend": run} if run else {})},
+        "meta": {**trace.series.as_data(), "run": (run := style.pop("run", "")), **({"legend": run} if run else {})},
         # A trace with no point yet stays out of the legend (VRAM on a CPU run); the page shows it
         # once a round gives it one.
         "visible": bool(xs),
@@ -295,9 +217,13 @@ def compare_chart_list(series: list[dict]) -> list[Chart]:
 def x_axes(rounds: list[dict]) -> dict:
     """Per round, the x values of the other axes the reader can pick: the wall-clock seconds of the
     rounds so far (Σ round time) and the MB communicated so far (up + down)."""
-    seconds = Series(("round_seconds",), cumulative=True).points(rounds)
-    mb = Series(("bytes_up", "bytes_down"), scale=MB, cumulative=True).points(rounds)
-    return {"round": seconds[0], "seconds": seconds[1], "mb": mb[1]}
+    seconds = X_AXES["seconds"].points(rounds)
+    return {"round": seconds[0], **{name: formula.points(rounds)[1] for name, formula in X_AXES.items()}}
+
+
+def x_formulas() -> dict:
+    """``X_AXES`` as data: the page's script extends each x axis with the rounds that arrive live."""
+    return {name: formula.as_data() for name, formula in X_AXES.items()}
 
 
 def dashboard_charts(rounds: list[dict], spec: dict | None = None) -> dict:
@@ -318,6 +244,7 @@ def dashboard_charts(rounds: list[dict], spec: dict | None = None) -> dict:
         "rounds": len(rounds),
         "round_seconds": sum(r["round_seconds"] or 0.0 for r in rounds),
         "x_axes": {"": x_axes(rounds)},
+        "x_formulas": x_formulas(),
     }
 
 
@@ -333,4 +260,5 @@ def compare_charts(series: list[dict]) -> dict:
         "panels": [{"id": f"cmp-{c.id}", "title": c.compare_title} for c in charts],
         "figures": {f"cmp-{c.id}": compare_figure(c, series) for c in charts},
         "x_axes": {str(s["id"]): x_axes(s["rounds"]) for s in series},
+        "x_formulas": x_formulas(),
     }

@@ -14,6 +14,20 @@
   const MIN_TICK_PX = 18; // log-axis tick labels closer than this overlap (12 px font)
   const $ = (id) => document.getElementById(id);
 
+  // A round's number by a formula the server sends as data (workers/engine/round_fields.py
+  // Formula: the sum of `keys`, null if one is missing, divided by `per` (null unless > 0), times
+  // `scale`); the one evaluator of those formulas in the pages. `cumulative` is the caller's.
+  function value(formula, m) {
+    const vs = formula.keys.map((k) => m[k]);
+    if (vs.some((v) => v === null || v === undefined)) return null;
+    let total = vs.reduce((a, b) => a + b, 0);
+    if (formula.per) {
+      if (!(m[formula.per] > 0)) return null;
+      total /= m[formula.per];
+    }
+    return total * (formula.scale ?? 1);
+  }
+
   function init(chartsData) {
     const base = {}; // chart id -> {data, layout} as the server built it, extended by live rounds
     const axes = {}; // run -> Map(round -> {seconds, mb}); totals: run -> {seconds, mb}
@@ -21,12 +35,16 @@
     const view = { x: "round", smoothing: 0, log: false, hidden: new Set() };
     let linking = false;
 
+    // The other x axes: per run, each round's x on them, as the server computed them by the
+    // formulas it sends along (x_formulas), which extend them as rounds arrive.
+    const xFormulas = chartsData.x_formulas || {};
     for (const [run, a] of Object.entries(chartsData.x_axes || {})) {
       const map = new Map();
-      a.round.forEach((r, i) => map.set(r, { seconds: a.seconds[i], mb: a.mb[i] }));
+      const names = Object.keys(a).filter((k) => k !== "round");
+      a.round.forEach((r, i) => map.set(r, Object.fromEntries(names.map((k) => [k, a[k][i]]))));
       axes[run] = map;
       const n = a.round.length;
-      totals[run] = { seconds: n ? a.seconds[n - 1] : 0, mb: n ? a.mb[n - 1] : 0 };
+      totals[run] = Object.fromEntries(names.map((k) => [k, n ? a[k][n - 1] : 0]));
     }
 
     // x of a trace's point at round r on the chosen axis (null when the round is unknown).
@@ -171,26 +189,18 @@
       link(id);
     }
 
-    // A trace's y for a round, by the recipe in its meta (orchestrator.web.charts.Series.value).
-    function value(meta, m) {
-      const vs = meta.keys.map((k) => m[k]);
-      if (vs.some((v) => v === null || v === undefined)) return null;
-      let total = vs.reduce((a, b) => a + b, 0);
-      if (meta.per) {
-        if (!(m[meta.per] > 0)) return null;
-        total /= m[meta.per];
-      }
-      return total * meta.scale;
-    }
-
     // Live rounds of the run `run`: new points for every trace, then one redraw per chart.
     function append(batch, run = "") {
       const map = axes[run] || (axes[run] = new Map());
-      const total = totals[run] || (totals[run] = { seconds: 0, mb: 0 });
+      const total = totals[run] || (totals[run] = {});
       for (const m of batch) {
-        total.seconds += m.round_seconds || 0;
-        total.mb += ((m.bytes_up || 0) + (m.bytes_down || 0)) / 1e6;
-        map.set(m.round, { seconds: total.seconds, mb: total.mb });
+        const point = {};
+        for (const [name, f] of Object.entries(xFormulas)) {
+          const v = value(f, m);
+          if (v !== null) total[name] = f.cumulative ? (total[name] || 0) + v : v;
+          point[name] = v === null ? null : total[name]; // a round without a value has no x there
+        }
+        map.set(m.round, point);
       }
       for (const fig of Object.values(base)) {
         if (fig.own_x) continue; // snapshots (the histogram, the grouped bands): live rounds leave them alone
@@ -256,5 +266,5 @@
     return { append, render: renderAll, view, download };
   }
 
-  window.FedWebCharts = { init };
+  window.FedWebCharts = { init, value };
 })();

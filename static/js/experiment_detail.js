@@ -4,7 +4,6 @@
 (function () {
   "use strict";
   const FINISHED = ["completed", "cancelled", "failed", "crashed"];
-  const MB = 1e6;
   const $ = (id) => document.getElementById(id);
 
   const page = JSON.parse($("page-data").textContent);
@@ -30,27 +29,23 @@
     return true;
   }
 
-  // The summary block (orchestrator/experiments/summaries.py) follows the live rounds too.
-  const summary = { best: null, acc: null, loss: null, mb: 0, eps: null };
-  document.querySelectorAll("#summary [data-col]").forEach((el) => {
-    const v = el.querySelector("b").textContent;
-    if (v === "–") return; // the page was rendered mid-run: carry on from the server's figures
-    const key = { bytes: "mb", final_accuracy: "acc", best_accuracy: "best", final_loss: "loss", epsilon: "eps" }[el.dataset.col];
-    if (key) summary[key] = Number(v);
-  });
+  // The summary block follows the live rounds too: each is folded in by the rules the server sends
+  // (page data `summary`: orchestrator/experiments/summaries.py METRICS, from the declared round
+  // fields), starting from the values it computed for the rounds already drawn.
+  const summary = page.summary || { metrics: [], values: {} };
+  const FOLD = {
+    last: (old, v) => v,
+    max: (old, v) => (old === null || old === undefined ? v : Math.max(old, v)),
+    sum: (old, v) => (old || 0) + v,
+    count: (old) => (old || 0) + 1,
+  };
   function updateSummary(m) {
-    if (m.test_accuracy !== null && m.test_accuracy !== undefined) {
-      summary.acc = m.test_accuracy;
-      summary.best = summary.best === null ? m.test_accuracy : Math.max(summary.best, m.test_accuracy);
+    for (const s of summary.metrics) {
+      const v = window.FedWebCharts ? FedWebCharts.value({ keys: s.keys }, m) : null;
+      if (v === null) continue;
+      summary.values[s.key] = FOLD[s.aggregate](summary.values[s.key], v);
+      setSummary(s.key, `${(summary.values[s.key] / s.scale).toFixed(s.digits)}${s.unit}`);
     }
-    if (m.test_loss !== null && m.test_loss !== undefined) summary.loss = m.test_loss;
-    if (m.dp_epsilon !== null && m.dp_epsilon !== undefined) setSummary("epsilon", m.dp_epsilon.toFixed(3));
-    summary.mb += ((m.bytes_up || 0) + (m.bytes_down || 0)) / MB;
-    const shown = { final_accuracy: summary.acc, best_accuracy: summary.best, final_loss: summary.loss };
-    for (const [key, v] of Object.entries(shown)) if (v !== null) setSummary(key, v.toFixed(4));
-    setSummary("rounds", String(progress.rounds));
-    setSummary("seconds", `${progress.seconds.toFixed(1)} s`);
-    setSummary("bytes", summary.mb.toFixed(2));
   }
   function setSummary(key, text) {
     const el = document.querySelector(`#summary [data-col="${key}"] b`);

@@ -95,3 +95,58 @@ def test_it_plots_a_finished_run_against_megabytes_smoothed_and_on_a_log_scale(p
     csv = open(download.value.path(), encoding="utf-8").read().splitlines()
     assert csv[0].startswith("trace,round,MB communicated") and len(csv) == 1 + 2 * 6
     assert page.errors == []
+
+
+# Live rounds that reach every declared rule: a round without evaluation (the finals keep the last
+# evaluated one), a DP round then one the accountant missed, throughput with and without time.
+LIVE_ROUNDS = (
+    round_result(4, test_accuracy=0.95, dp_epsilon=0.5, client_accuracy_mean=0.6, train_loss_p50=0.3),
+    round_result(5, test_accuracy=None, test_loss=None, round_seconds=0.0, bytes_up=123_456),
+    round_result(6, test_accuracy=0.2, test_loss=0.7, dp_epsilon=None, vram_peak_mb=900.0),
+)
+
+
+def _page_state(page) -> dict:
+    """What the dashboard shows of its rounds: the summary block, and every chart's points on each x axis."""
+    summary = page.evaluate(
+        "() => Object.fromEntries([...document.querySelectorAll('#summary [data-col]')]"
+        ".map(el => [el.dataset.col, el.querySelector('b').textContent]))"
+    )
+    charts = page.evaluate("() => [...document.querySelectorAll('.chart[id^=chart-]')].map(d => d.id)")
+    state = {"summary": summary}
+    for axis in ("round", "seconds", "mb"):
+        page.select_option("#x-axis", axis)
+        state[axis] = {c: [t for t in drawn(page, c) if t[1] is not False] for c in charts}
+    return state
+
+
+def test_it_folds_live_rounds_into_the_summary_and_the_charts_as_the_server_computes_them(page, alice, daphne):
+    # The page evaluates the formulas and summary rules the server sends as data; a reload draws
+    # the same rounds from the server's own evaluation: the two must show the same numbers.
+    spec = {"rounds": 20, "data": {"client_test_fraction": 0.2}, "evaluation": {"clients": "cohort"},
+            "privacy": {"mechanism": "gaussian"}}  # fmt: skip
+    experiment = make_experiment(alice, rounds=3, spec=spec)
+    Experiment.objects.filter(pk=experiment.pk).update(status="running")
+    log_in(page, f"http://{daphne}", "alice", "alice-password")
+    page.goto(f"http://{daphne}/experiments/{experiment.pk}/")
+    page.wait_for_function("() => document.getElementById('conn').textContent === 'live'")
+
+    for metrics in LIVE_ROUNDS:
+        RoundMetric.record(experiment, metrics)
+        _off_the_loop(events.publish_round, experiment.pk, metrics)
+    page.wait_for_function("() => document.getElementById('chart-loss').data[0].x.length === 6")
+    page.wait_for_function("() => document.querySelector('#summary [data-col=rounds] b').textContent === '6'")
+    live = _page_state(page)
+
+    page.reload()
+    page.wait_for_function("() => document.getElementById('chart-loss').data.length > 0")
+    rendered = _page_state(page)
+    assert live["summary"] == rendered["summary"]
+    assert rendered["summary"]["epsilon"] == "0.500" and rendered["summary"]["final_accuracy"] == "0.2000"
+    for axis in ("round", "seconds", "mb"):
+        assert live[axis].keys() == rendered[axis].keys(), axis
+        for chart, traces in rendered[axis].items():
+            assert [t[0] for t in live[axis][chart]] == [t[0] for t in traces], (axis, chart)
+            for mine, theirs in zip(live[axis][chart], traces, strict=True):
+                assert mine[2] == pytest.approx(theirs[2]) and mine[3] == pytest.approx(theirs[3]), (axis, chart, mine[0])
+    assert page.errors == []

@@ -6,9 +6,10 @@ import pytest
 from orchestrator.experiments.leak import latest_leak_warnings
 from orchestrator.models import RoundMetric
 from orchestrator.sweeps.stats import run_labels
-from orchestrator.web.charts import CHARTS, EMPTY_TEXT, MB, Series, compare_charts, dashboard_charts, x_axes
+from orchestrator.web.charts import CHARTS, EMPTY_TEXT, compare_charts, dashboard_charts, x_axes
 from tests.dashboard.conftest import make_experiment
 from tests.factories import round_result
+from workers.engine.round_fields import MB, Formula
 
 
 def _trace(figure: dict, name: str) -> dict:
@@ -17,10 +18,10 @@ def _trace(figure: dict, name: str) -> dict:
 
 def test_it_reads_sums_rates_and_running_totals_from_rounds():
     rounds = [round_result(1, bytes_up=1000, bytes_down=3000), round_result(2, bytes_up=2000, bytes_down=2000)]
-    assert Series(("bytes_up", "bytes_down"), scale=MB).points(rounds) == ([1, 2], [0.004, 0.004])
-    assert Series(("bytes_up", "bytes_down"), scale=MB, cumulative=True).points(rounds) == ([1, 2], [0.004, 0.008])
-    assert Series(("completed",), per="round_seconds").value(round_result(1, completed=4, round_seconds=0.5)) == 8.0
-    assert Series(("completed",), per="round_seconds").value(round_result(1, round_seconds=0.0)) is None
+    assert Formula(("bytes_up", "bytes_down"), scale=MB).points(rounds) == ([1, 2], [0.004, 0.004])
+    assert Formula(("bytes_up", "bytes_down"), scale=MB, cumulative=True).points(rounds) == ([1, 2], [0.004, 0.008])
+    assert Formula(("completed",), per="round_seconds").value(round_result(1, completed=4, round_seconds=0.5)) == 8.0
+    assert Formula(("completed",), per="round_seconds").value(round_result(1, round_seconds=0.0)) is None
 
 
 def test_it_keeps_one_point_per_round_that_has_a_value():

@@ -3,66 +3,38 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class RoundResult:
-    """What one federated round did and cost. The CLI prints exactly these keys as JSON."""
-
-    round: int  # 1-based round number
-    participants: int  # clients sampled (the cohort)
-    completed: int  # clients whose update was aggregated
-    stragglers: int  # clients in the cohort that could do only part of the local work
-    dropped: int  # clients whose update was not aggregated (dropout, or stragglers under 'drop')
-    train_loss: float | None  # sample-weighted mean local training loss of the aggregated clients
-    test_loss: float | None  # global model on the test set; None on rounds without evaluation
-    test_accuracy: float | None
-    bytes_down: int  # encoded payload bytes sent to the cohort
-    bytes_up: int  # encoded payload bytes received from reporting clients
-    bytes_formula: int  # uncompressed fp32 estimate for the whole cohort: see fp32_bytes_formula
-    round_seconds: float
-    train_seconds: float
-    samples: int  # training samples processed (sum over clients and local steps)
-    rss_mb: float  # resident memory of the process running the simulation (with isolation: not the child's)
-    threads: int
-    vram_allocated_mb: float | None
-    vram_reserved_mb: float | None
-    vram_peak_mb: float | None
-    device: str
-    # Federated evaluation (evaluation.clients): the global model on each evaluated client's own
-    # test split, as a distribution; None on rounds without it. Quantiles, not every client: bounded.
-    client_accuracy_p10: float | None = None
-    client_accuracy_p25: float | None = None
-    client_accuracy_p50: float | None = None
-    client_accuracy_p75: float | None = None
-    client_accuracy_p90: float | None = None
-    client_accuracy_mean: float | None = None
-    client_accuracy_worst10: float | None = None  # mean over the worst 10% of the evaluated clients
-    # Quantiles of the aggregated clients' mean local training losses this round.
-    train_loss_p10: float | None = None
-    train_loss_p25: float | None = None
-    train_loss_p50: float | None = None
-    train_loss_p75: float | None = None
-    train_loss_p90: float | None = None
-    # participation_histogram[k]: clients sampled exactly k times so far (the last bin: that many or more).
-    participation_histogram: list[int] | None = None
-    # DP-FedAvg (privacy.mechanism): the clip norm used, the share of reported updates it clipped,
-    # and ε at privacy.delta spent so far (filled in by the worker's accountant, not the engine).
-    dp_clip_norm: float | None = None
-    dp_clipped_fraction: float | None = None
-    dp_epsilon: float | None = None
-
-    def to_dict(self) -> dict:
-        """The record as JSON-able values, keyed in ``ROUND_RESULT_FIELDS`` order."""
-        return dataclasses.asdict(self)
+from workers.engine.round_fields import FIELDS, Field
 
 
-# The round record's columns, declared once (by the dataclass above): whatever lists them (the API
+def _to_dict(self) -> dict:
+    """The record as JSON-able values, keyed in ``ROUND_RESULT_FIELDS`` order."""
+    return dataclasses.asdict(self)
+
+
+def _annotation(field: Field):
+    return field.type | None if field.null else field.type
+
+
+# What one federated round did and cost (the CLI prints exactly these keys as JSON): a frozen
+# dataclass made from the declarations of ``round_fields.FIELDS``, where each field is documented.
+# The nullable fields after the last required one default to None, so a result built without a
+# field added later (an older worker's, a test's) still builds.
+_REQUIRED = max(i for i, f in enumerate(FIELDS) if not f.null)
+RoundResult = dataclasses.make_dataclass(
+    "RoundResult",
+    [(f.name, _annotation(f), dataclasses.field(default=None)) if i > _REQUIRED else (f.name, _annotation(f))
+     for i, f in enumerate(FIELDS)],
+    namespace={"to_dict": _to_dict, "__doc__": "What one federated round did and cost (round_fields.FIELDS)."},
+    frozen=True,
+)  # fmt: skip
+RoundResult.__module__ = __name__  # pickles and prints as workers.engine.result.RoundResult
+
+# The round record's columns, declared once (round_fields.FIELDS): whatever lists them (the API
 # serializer, the CSV downloads, the Round model's conversions) takes them from this tuple.
-ROUND_RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(RoundResult))
+ROUND_RESULT_FIELDS = tuple(f.name for f in FIELDS)
 
 
 def fp32_bytes_formula(num_params: int, cohort_size: int) -> int:

@@ -201,6 +201,7 @@ class Simulation:
         r = self.round + 1
         self.participation[torch.from_numpy(np.asarray(cohort.clients, dtype=np.int64))] += 1
         total_weight = float(stats["weight"])
+        before = self.global_flat.clone()  # for update_norm: one model-sized copy, freed with the round
         if total_weight > 0 and self.collected is not None:  # a strategy that needs every update
             n = int(stats["rows"])
             self.strategy.step(self.global_flat, self.collected.updates[:n], self.collected.weights[:n])
@@ -247,6 +248,7 @@ class Simulation:
             **quantile_fields("train_loss", stats["client_losses"].cpu().tolist() if "client_losses" in stats else []),
             participation_histogram=participation_histogram(self.participation.numpy()),
             **(self.dp.round_fields(stats, clip_norm, len(cohort.clients), total_weight, self.rng) if self.dp else {}),
+            update_norm=float(torch.linalg.vector_norm(self.global_flat - before)),
         )
 
     def run(self, rounds: int | None = None) -> list[RoundResult]:

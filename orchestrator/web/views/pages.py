@@ -26,6 +26,7 @@ from orchestrator.experiments.leak import leak_warnings
 from orchestrator.experiments.public import host_names, redact, redact_events
 from orchestrator.experiments.rounds import rounds_of, table_columns, table_rows
 from orchestrator.experiments.summaries import METRICS, cells, summaries_for, summarize
+from orchestrator.experiments.summaries import definitions as summary_definitions
 from orchestrator.external.display import config_groups, custom_charts
 from orchestrator.external.liveness import mark_crashed
 from orchestrator.fleet.queues import live_workers_by_queue, queue_depths, submit_warnings, waiting_for, waiting_status
@@ -139,6 +140,7 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str,
     rounds = rounds_of(experiment, public=bool(token))
     events = list(experiment.log_entries.order_by("-time", "-id")[:200])[::-1]
     hosts = host_names(experiment) if token else []
+    summary = summarize(rounds)
     return {
         "experiment": experiment,
         "waiting": waiting_for(experiment),
@@ -150,7 +152,7 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str,
         "events": redact_events(events, hosts) if token else events,
         "spec_json": json.dumps(experiment.spec, indent=2),
         "spec_groups": config_groups(experiment.spec) if external else spec_groups(experiment.spec),
-        "summary": cells(summarize(rounds)),
+        "summary": cells(summary),
         "can_control": can_control,
         "can_delete": bool(user and access.can_delete(experiment, user)),
         "token_query": f"?token={token}" if token else "",
@@ -166,6 +168,7 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str,
             "finished": experiment.finished.isoformat() if experiment.finished else None,
             "ws_url": ws_url,
             "table_columns": table_columns(),
+            "summary": {"metrics": summary_definitions(), "values": summary},
         },
     }
 
