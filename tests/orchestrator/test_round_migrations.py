@@ -14,7 +14,7 @@ from orchestrator.web.charts import dashboard_charts
 from tests.conftest import TINY_SPEC
 from tests.factories import round_result
 
-BEFORE_UPDATE_NORM = [("orchestrator", "0011_experiment_kind_external_runs")]
+BEFORE_UPDATE_NORM = [("orchestrator", "0012_mlflow_experiments_runs")]
 
 
 @pytest.mark.django_db

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("orchestrator", "0011_experiment_kind_external_runs"),
+        ("orchestrator", "0012_mlflow_experiments_runs"),
     ]
 
     operations = [
