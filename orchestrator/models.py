@@ -24,10 +24,10 @@ from django.utils import timezone
 
 from orchestrator.experiments.limits import check_new_spec
 from orchestrator.experiments.records import Checkpoint, LogEntry, RoundMetric, checkpoint_folder
+from orchestrator.experiments.states import ACTIVE, FINISHED, Kind, Status, Visibility, check_team_visibility
 from orchestrator.external.models import CustomMetric, ExternalRun
 from orchestrator.fleet.sharding import RoundShard
 from orchestrator.fleet.workers import Worker, pick_queue
-from orchestrator.live import events
 from orchestrator.sweeps.models import Sweep
 from workers.engine.provenance import spec_provenance
 from workers.engine.spec import Spec, SpecError
@@ -38,26 +38,6 @@ __all__ = [
 ]  # fmt: skip
 
 
-class Status(models.TextChoices):
-    DRAFT = "draft"
-    QUEUED = "queued"
-    RUNNING = "running"
-    PAUSED = "paused"
-    CANCELLED = "cancelled"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CRASHED = "crashed"  # an external run that sent no report for FEDWEB_EXTERNAL_CRASH_AFTER seconds
-
-
-ACTIVE = (Status.QUEUED, Status.RUNNING)
-FINISHED = (Status.CANCELLED, Status.COMPLETED, Status.FAILED, Status.CRASHED)
-
-
-class Kind(models.TextChoices):
-    NATIVE = "native"  # FedWeb's workers run its rounds
-    EXTERNAL = "external"  # its rounds are reported over the API (orchestrator.external)
-
-
 def validate_spec(value) -> None:
     try:
         Spec.from_stored(value)  # new rows are judged in full by Experiment.clean() and save()
@@ -65,22 +45,14 @@ def validate_spec(value) -> None:
         raise ValidationError(str(e), code=e.field) from None
 
 
-class Visibility(models.TextChoices):
-    PRIVATE = "private"  # the owner (and superusers) only
-    TEAM = "team"  # the team's members, by role
-    PUBLIC = "public"  # the team's members, and anyone holding the read-only share link
-
-
-def check_team_visibility(visibility: str, team) -> None:
-    """Team visibility needs a team. The one check of it: the model's ``clean()`` (and so the
-    sharing form), the new-experiment form and the API all call it; the error names ``visibility``."""
-    if visibility == Visibility.TEAM and team is None:
-        raise ValidationError({"visibility": "Choose a team to share the experiment with its team"})
-
-
 # Sent when an experiment's next round becomes ready outside a round task (start, resume).
 # orchestrator.fleet.scheduling, which is built on these models, answers it: the models never import it.
 round_ready = Signal()  # sender=Experiment; experiment=..., resumed=bool
+# Sent when an experiment's state, log or access changes; orchestrator.live.signals publishes them to
+# open sockets (orchestrator.live.events), so the models never import what formats their events.
+status_changed = Signal()  # sender=Experiment; experiment=...
+logged = Signal()  # sender=Experiment; entry=LogEntry
+access_changed = Signal()  # sender=Experiment; experiment_ids=[...]
 
 
 class Experiment(models.Model):
@@ -181,7 +153,7 @@ class Experiment(models.Model):
         self._access_changed()
 
     def _access_changed(self) -> None:
-        events.publish_access_changed(experiment_ids=[self.pk])
+        access_changed.send(Experiment, experiment_ids=[self.pk])
 
     @property
     def is_finished(self) -> bool:
@@ -307,11 +279,11 @@ class Experiment(models.Model):
 
     def log(self, level: str, message: str) -> LogEntry:
         entry = LogEntry.objects.create(experiment=self, level=level, message=message)
-        events.publish_log(entry)
+        logged.send(Experiment, entry=entry)
         return entry
 
     def _status_changed(self) -> None:
-        events.publish_status(self)
+        status_changed.send(Experiment, experiment=self)
 
     def latest_checkpoint(self, *, at_most: int | None = None) -> Checkpoint | None:
         qs = self.checkpoints.order_by("-round")

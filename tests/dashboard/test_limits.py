@@ -157,7 +157,7 @@ def test_it_still_loads_displays_and_saves_an_experiment_stored_before_the_limit
 
 
 def test_it_fails_a_round_whose_stored_path_escapes_on_the_worker_too(user, datasets):
-    from workers.tasks import run_inline
+    from workers.rounds import run_inline
 
     experiment = Experiment.objects.create(owner=user, name="x", spec={**TINY_SPEC, "rounds": 1})
     escaping = {**TINY_SPEC, "data": {"dataset": "cifar10", "path": "../private", "num_clients": 20}}

@@ -8,7 +8,7 @@ from django.utils import timezone
 from orchestrator.fleet.scheduling import dispatch_round, reconcile, renew_leases
 from orchestrator.models import Experiment, Status
 from tests.conftest import TINY_SPEC
-from workers.tasks import execute_round
+from workers.rounds import execute_round
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_round_cache")]
 

@@ -62,7 +62,7 @@ class Command(BaseCommand):
         return user
 
     def _finished_demo(self, user, preset, changes):
-        from workers.tasks import run_inline
+        from workers.rounds import run_inline
 
         name = f"Demo: {preset} (scaled down)"
         if Experiment.objects.filter(owner=user, name=name, status=Status.COMPLETED).exists():

@@ -37,7 +37,7 @@ class Command(BaseCommand):
 
     def _run_inline(self, experiment):
         from workers.progress import to_stdout
-        from workers.tasks import run_inline
+        from workers.rounds import run_inline
 
         experiment.start(by="run_experiment --inline", enqueue=False)
         experiment = run_inline(experiment, log_line=to_stdout(), on_round=self._print_round)

@@ -1,4 +1,8 @@
-"""Tell open sockets to check access again whenever it may have shrunk.
+"""What the domain announces, published to open sockets (``orchestrator.live.events``).
+
+The experiment's own signals (``orchestrator.models``: status changed, a log line, access changed)
+become socket events here, so the models never import the live layer. And open sockets check
+access again whenever it may have shrunk.
 
 Signals rather than calls in each view, so the admin, the API, the shell and cascades (a deleted
 team takes its memberships with it) are covered too. Changes made with ``QuerySet.update`` send no
@@ -13,7 +17,22 @@ from django.dispatch import receiver
 
 from accounts.models import Membership
 from orchestrator.live import events
-from orchestrator.models import Experiment
+from orchestrator.models import Experiment, access_changed, logged, status_changed
+
+
+@receiver(status_changed, dispatch_uid="fedweb-live-status")
+def _status_changed(sender, experiment: Experiment, **kwargs) -> None:
+    events.publish_status(experiment)
+
+
+@receiver(logged, dispatch_uid="fedweb-live-log")
+def _logged(sender, entry, **kwargs) -> None:
+    events.publish_log(entry)
+
+
+@receiver(access_changed, dispatch_uid="fedweb-live-access")
+def _access_changed(sender, experiment_ids, **kwargs) -> None:
+    events.publish_access_changed(experiment_ids=experiment_ids)
 
 
 @receiver(post_save, sender=Experiment, dispatch_uid="fedweb-access-experiment-saved")
