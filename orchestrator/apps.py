@@ -8,9 +8,10 @@ class OrchestratorConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Receivers import the models, which Django allows only once every app is loaded (here).
-        from orchestrator.fleet import scheduling  # noqa: F401 - connect their receivers (why: models not loaded before ready)
-        from orchestrator.live import signals  # noqa: F401 - connect their receivers (why: models not loaded before ready)
+        # why: these connect signal receivers and import the models, which Django allows only once
+        # every app is loaded, that is here (its documented place for them).
+        from orchestrator.fleet import scheduling  # noqa: F401
+        from orchestrator.live import signals  # noqa: F401
 
         # The web validates specs and records their plugins' provenance, so it loads the same plugins
         # as the workers, at start-up: one that fails to import stops the process, naming it. A Celery

@@ -16,7 +16,6 @@ from orchestrator.models import ACTIVE, Experiment, RoundMetric, Worker
 from workers import faults, progress, runtime
 from workers.engine.provenance import label, missing
 from workers.engine.registry import installed_plugins
-from workers.privacy import spent_epsilon  # the accountant: here, not in the engine
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +71,9 @@ def _execute(experiment_id: int, round_number: int, worker: str, log_line):
         result, sim = runtime.train_round(experiment, round_number, log_line)
         metrics = result.to_dict()
         if sim.spec.privacy.mechanism != "none":
+            # why: dp_accounting takes seconds to import; only DP runs need it (the accountant: here, not in the engine)
+            from workers.privacy import spent_epsilon
+
             eps = spent_epsilon(sim.spec, round_number)
             metrics["dp_epsilon"] = eps if eps is not None and eps < float("inf") else None  # JSON has no ∞
         runtime.publish_state(experiment, sim, log_line)  # before the row: a re-run of this round loads state r-1
