@@ -5,6 +5,8 @@ import sys
 
 import pytest
 
+from orchestrator.fleet import policies
+from orchestrator.fleet.placement import Fleet, WorkerRoom, place
 from orchestrator.fleet.policies import POLICIES, Candidate, QueueView, order, pack_fits, remaining_seconds
 
 NOW = 10_000.0
@@ -200,3 +202,23 @@ def test_it_imports_without_django_or_celery():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_new_policy_is_one_registered_function_with_its_options(monkeypatch):
+    monkeypatch.setattr(policies, "_REGISTRY", dict(policies._REGISTRY))  # forgotten after the test
+
+    @policies.policy("newest", packs=True)
+    def _newest(c: Candidate, v: QueueView):
+        return (-c.submitted, c.experiment_id)
+
+    assert "newest" in policies.names() and policies.get("newest").packs
+    ready = [cand(1, submitted=5.0, peak_mem_mb=100.0), cand(2, submitted=7.0, peak_mem_mb=100.0)]
+    assert ids(order("newest", ready, view())) == [2, 1]
+    # Its option, not its name, makes placement pack: both rounds go to the one worker's two slots.
+    room = WorkerRoom("w1", slots=2, capacity_mb=1000.0, sends=0)
+    sent = []
+    place("newest", order("newest", ready, view()), Fleet([room], room=1, holders={}), view(),
+          lambda c, to: sent.append((c.experiment_id, to)) or True, lambda r: True)  # fmt: skip
+    assert sent == [(2, "w1"), (1, "w1")]
+    with pytest.raises(ValueError, match="policy: 'newest' is already registered"):
+        policies.policy("newest")(_newest)
