@@ -106,12 +106,16 @@ class Experiment(models.Model):
             self._save_sharing()
             return super().save(*args, **kwargs)
         # The spec is normalised (defaults filled in) so what is stored is exactly what runs. A new
-        # one must pass today's bounds and limits; a stored one is not judged again.
-        spec = Spec.from_dict(self.spec) if self._state.adding else Spec.from_stored(self.spec)
+        # one must pass today's bounds and limits; a stored one is not judged again. One already
+        # parsed and checked in this process (use_checked_spec) is stored as it is.
+        spec = self._carried_spec()
+        if spec is None:
+            spec = Spec.from_dict(self.spec) if self._state.adding else Spec.from_stored(self.spec)
+            if self._state.adding:
+                check_new_spec(spec)
+            self.spec = spec.to_dict()
         if self._state.adding:
-            check_new_spec(spec)
             self.plugins = spec_provenance(spec)  # every way of creating one (form, API, sweep) passes here
-        self.spec = spec.to_dict()
         self.total_rounds = spec.rounds
         self._save_sharing()
         super().save(*args, **kwargs)
@@ -135,7 +139,18 @@ class Experiment(models.Model):
 
     def parsed_spec(self) -> Spec:
         """The stored spec as the engine's typed ``Spec``."""
-        return Spec.from_stored(self.spec)
+        return self._carried_spec() or Spec.from_stored(self.spec)
+
+    def use_checked_spec(self, spec: Spec) -> None:
+        """Take ``spec``, already parsed and checked (``experiments.launch.checked_spec``): saving and
+        starting this instance use it as it is, without parsing or checking it again."""
+        self.spec = spec.to_dict()
+        self._checked = (spec, self.spec)
+
+    def _carried_spec(self) -> Spec | None:
+        # Valid while self.spec is still the very dict it gave (assigning another spec drops it).
+        checked = getattr(self, "_checked", None)
+        return checked[0] if checked is not None and checked[1] is self.spec else None
 
     def enable_public_link(self) -> str:
         """Make the experiment public with a new unguessable link token (any older link dies)."""
