@@ -8,7 +8,7 @@ import pytest
 
 from orchestrator.models import Experiment, RoundMetric
 from tests.browser.conftest import log_in, screenshot
-from tests.dashboard.conftest import make_experiment
+from tests.web.conftest import make_experiment
 from tests.factories import round_result
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]

@@ -11,7 +11,7 @@ from django.conf import settings
 from orchestrator.live import events
 from orchestrator.models import Experiment, RoundMetric
 from tests.browser.conftest import drawn, log_in
-from tests.dashboard.conftest import make_experiment
+from tests.web.conftest import make_experiment
 from tests.factories import round_result
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]

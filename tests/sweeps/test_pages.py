@@ -11,7 +11,7 @@ from django.urls import reverse
 from orchestrator.models import Experiment, RoundMetric, Sweep
 from orchestrator.sweeps.expand import create_sweep
 from tests.conftest import TINY_SPEC
-from tests.dashboard.test_forms import form_data
+from tests.web.test_forms import form_data
 from tests.factories import round_result
 
 pytestmark = pytest.mark.django_db

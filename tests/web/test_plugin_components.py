@@ -9,7 +9,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from orchestrator.models import Experiment
-from tests.dashboard.test_form_fields_shown import page_fields
+from tests.web.test_form_fields_shown import page_fields
 from workers.engine import registry
 from workers.engine.registry import option
 

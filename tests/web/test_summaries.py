@@ -5,7 +5,7 @@ import pytest
 from orchestrator.experiments.summaries import cells, summaries_for, summarize
 from orchestrator.models import RoundMetric
 from orchestrator.web.spec_table import spec_groups
-from tests.dashboard.conftest import make_experiment
+from tests.web.conftest import make_experiment
 from tests.factories import round_result
 
 

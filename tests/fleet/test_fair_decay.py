@@ -12,7 +12,7 @@ from orchestrator.fleet.candidates import service_seconds
 from orchestrator.fleet.policies import decayed
 from orchestrator.fleet.scheduling import schedule
 from orchestrator.models import RoundMetric, Worker
-from tests.orchestrator.test_schedule import _measured, _new, _run
+from tests.fleet.test_schedule import _measured, _new, _run
 
 HOUR = 3600.0
 

@@ -12,7 +12,7 @@ from orchestrator.models import Experiment, Status
 from orchestrator.sweeps.expand import create_sweep
 from tests.accounts.world import make_world
 from tests.conftest import TINY_SPEC
-from tests.dashboard.test_forms import form_data
+from tests.web.test_forms import form_data
 from workers.engine.spec import Spec
 
 pytestmark = pytest.mark.django_db

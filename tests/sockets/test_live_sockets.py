@@ -21,7 +21,7 @@ from orchestrator.models import Experiment, RoundMetric, Status, Worker
 from tests.accounts.world import PASSWORD, fast_password_hashing, make_world, metrics  # noqa: F401
 from tests.conftest import TINY_SPEC
 from tests.live import wait_for
-from tests.orchestrator.wsclient import FORBIDDEN, experiment_socket, session_cookie, until_closed
+from tests.sockets.wsclient import FORBIDDEN, experiment_socket, session_cookie, until_closed
 
 pytestmark = [pytest.mark.integration]
 # Rounds of ~2 s on one CPU core, so that a cancel reliably lands while one is training.

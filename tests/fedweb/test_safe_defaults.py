@@ -62,7 +62,7 @@ SERVER_ERROR_SCRIPT = """
 import django
 django.setup()
 from django.test import Client, override_settings
-with override_settings(ROOT_URLCONF="tests.orchestrator.test_safe_defaults", ALLOWED_HOSTS=["testserver"]):
+with override_settings(ROOT_URLCONF="tests.fedweb.test_safe_defaults", ALLOWED_HOSTS=["testserver"]):
     print(Client(raise_request_exception=False).get("/boom/").status_code)
 """
 

@@ -2,7 +2,7 @@
 queue otherwise, plugins and pack (issue 17). Sends and reservations are recorded, not performed."""
 
 from orchestrator.fleet.placement import Fleet, WorkerRoom, place
-from tests.orchestrator.test_policies import cand, view
+from tests.fleet.test_policies import cand, view
 
 
 def _room(hostname: str, busy: int = 0, slots: int = 1, capacity_mb: float = 0.0, plugins=()) -> WorkerRoom:

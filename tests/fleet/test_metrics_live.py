@@ -9,7 +9,7 @@ from fedweb.localredis import free_port
 from orchestrator.models import Experiment, RoundMetric, Status
 from tests import live
 from tests.conftest import TINY_SPEC
-from tests.orchestrator.metrics_helpers import parse, value
+from tests.fleet.metrics_helpers import parse, value
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

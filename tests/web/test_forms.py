@@ -102,7 +102,7 @@ def test_it_prefills_the_schedule_of_the_varying_preset(alice_client):
 
 
 def test_it_clones_an_experiment_the_user_can_view(alice_client, user, other_user):
-    from tests.dashboard.conftest import make_experiment
+    from tests.web.conftest import make_experiment
 
     mine = make_experiment(user, name="base", tags=["x"], spec={"rounds": 9, "data": {"alpha": 0.2}})
     response = alice_client.get(f"/experiments/new/?clone={mine.pk}")

@@ -9,7 +9,7 @@ import io
 import pytest
 
 from orchestrator.models import Experiment, RoundMetric
-from tests.dashboard.conftest import make_experiment
+from tests.web.conftest import make_experiment
 from tests.factories import round_result
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from fedweb import env
 from fedweb.localredis import free_port
-from tests.orchestrator.metrics_helpers import parse, value
+from tests.fleet.metrics_helpers import parse, value
 from workers.metrics import serve
 
 TOKEN = "s3cret-metrics-token-0123"

@@ -7,8 +7,8 @@ from websockets.exceptions import ConnectionClosed
 
 from orchestrator.models import Experiment, Status
 from tests.conftest import TINY_SPEC
-from tests.orchestrator.wsclient import experiment_socket as _socket
-from tests.orchestrator.wsclient import session_cookie as _cookie
+from tests.sockets.wsclient import experiment_socket as _socket
+from tests.sockets.wsclient import session_cookie as _cookie
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 

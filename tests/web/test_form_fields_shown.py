@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from orchestrator.models import Experiment
 from orchestrator.web.forms import HIDDEN_SPEC_FIELDS, form_name
-from tests.dashboard.test_forms import form_data
+from tests.web.test_forms import form_data
 from workers.engine.spec import spec_fields
 
 pytestmark = pytest.mark.django_db

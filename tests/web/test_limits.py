@@ -7,7 +7,7 @@ from rest_framework.test import APIClient
 from orchestrator.models import Experiment, Status
 from tests.accounts.world import make_user
 from tests.conftest import TINY_SPEC
-from tests.dashboard.test_forms import post
+from tests.web.test_forms import post
 from workers.engine.data.paths import OUTSIDE
 from workers.engine.spec import SpecError
 
@@ -128,7 +128,7 @@ def test_it_refuses_a_path_escape_in_the_form(alice_client, datasets):
 
 
 def test_it_shows_the_estimate_and_the_limits_in_the_side_panel(alice_client):
-    from tests.dashboard.test_forms import form_data
+    from tests.web.test_forms import form_data
 
     body = alice_client.get("/experiments/new/bandwidth.json", form_data(model__name="cnn")).json()
 
@@ -174,7 +174,7 @@ def test_it_fails_a_round_whose_stored_path_escapes_on_the_worker_too(user, data
 def test_it_says_in_the_help_when_a_range_depends_on_the_limits_and_other_fields(alice_client, settings):
     import html as entities
 
-    from tests.dashboard.test_forms import form_data
+    from tests.web.test_forms import form_data
 
     html = entities.unescape(alice_client.get("/experiments/new/").content.decode())
     refused = alice_client.get(

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from orchestrator.fleet.scheduling import reconcile, schedule
 from orchestrator.models import Experiment, Worker
-from tests.orchestrator.test_schedule import _measured, _new
+from tests.fleet.test_schedule import _measured, _new
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from orchestrator.fleet.metrics import SETTLE_S, FleetCollector, RoundTally
 from orchestrator.models import Experiment, Status, Worker
 from tests.conftest import TINY_SPEC
-from tests.orchestrator.metrics_helpers import parse, round_row, value
+from tests.fleet.metrics_helpers import parse, round_row, value
 
 pytestmark = pytest.mark.django_db
 
