@@ -8,8 +8,8 @@ from orchestrator.live import events
 from orchestrator.models import Experiment, RoundMetric
 from tests.browser.conftest import drawn, log_in
 from tests.browser.test_live_pages import _off_the_loop
-from tests.web.conftest import make_experiment
 from tests.factories import round_result
+from tests.web.conftest import make_experiment
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 

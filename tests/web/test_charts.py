@@ -7,8 +7,8 @@ from orchestrator.experiments.leak import latest_leak_warnings
 from orchestrator.models import RoundMetric
 from orchestrator.sweeps.stats import run_labels
 from orchestrator.web.charts import CHARTS, EMPTY_TEXT, MB, Series, compare_charts, dashboard_charts, x_axes
-from tests.web.conftest import make_experiment
 from tests.factories import round_result
+from tests.web.conftest import make_experiment
 
 
 def _trace(figure: dict, name: str) -> dict:

@@ -7,9 +7,9 @@ import pytest
 
 from orchestrator.models import Experiment, Worker
 from orchestrator.web.views.compare import spec_differences
+from tests.factories import round_result
 from tests.web.conftest import make_experiment
 from tests.web.test_forms import form_data
-from tests.factories import round_result
 
 pytestmark = pytest.mark.django_db
 

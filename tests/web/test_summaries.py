@@ -5,8 +5,8 @@ import pytest
 from orchestrator.experiments.summaries import cells, summaries_for, summarize
 from orchestrator.models import RoundMetric
 from orchestrator.web.spec_table import spec_groups
-from tests.web.conftest import make_experiment
 from tests.factories import round_result
+from tests.web.conftest import make_experiment
 
 
 def test_it_summarizes_final_and_best_accuracy_loss_rounds_time_and_bytes():

@@ -7,9 +7,9 @@ import pytest
 from django.utils import timezone
 
 from orchestrator.models import Experiment, RoundMetric, Worker
+from tests.factories import round_result
 from tests.web.conftest import make_experiment
 from tests.web.test_forms import form_data
-from tests.factories import round_result
 
 pytestmark = pytest.mark.django_db
 

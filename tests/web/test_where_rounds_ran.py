@@ -9,8 +9,8 @@ import io
 import pytest
 
 from orchestrator.models import Experiment, RoundMetric
-from tests.web.conftest import make_experiment
 from tests.factories import round_result
+from tests.web.conftest import make_experiment
 
 pytestmark = pytest.mark.django_db
 

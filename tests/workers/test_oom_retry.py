@@ -12,8 +12,8 @@ from orchestrator.models import Experiment, Status
 from tests.conftest import TINY_SPEC
 from workers.engine import runner, shards
 from workers.engine.client import SequentialTrainer, VectorTrainer
-from workers.sharding import execute_shard
 from workers.rounds import run_inline
+from workers.sharding import execute_shard
 
 pytestmark = pytest.mark.django_db
 
