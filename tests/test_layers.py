@@ -230,7 +230,9 @@ def local_problems(found: list[Import]) -> list[str]:
     problems = [f"{source}, line {line}: no 'why:' comment" for source, line, why in local if not why]
     if len(local) > MAX_LOCAL_IMPORTS:
         where = ", ".join(f"{source}:{line}" for source, line, _ in local)
-        problems.append(f"{len(local)} function-local imports of project modules (at most {MAX_LOCAL_IMPORTS}): {where}")
+        problems.append(
+            f"{len(local)} function-local imports of project modules (at most {MAX_LOCAL_IMPORTS}): {where}"
+        )
     return problems
 
 
@@ -285,7 +287,9 @@ def test_the_checks_fail_on_a_tampered_graph(found):
     assert "orchestrator.models (domain) imports workers.tasks (glue), line 1" in upward(tampered)
     problems = local_problems(tampered)
     assert "orchestrator.models, line 1: no 'why:' comment" in problems
-    assert any(p.startswith(f"{len({(i.source, i.line) for i in tampered if i.local})} function-local") for p in problems)
+    assert any(
+        p.startswith(f"{len({(i.source, i.line) for i in tampered if i.local})} function-local") for p in problems
+    )
     assert long_files(limit=10)  # a lower limit finds files over it
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 

@@ -21,5 +21,7 @@ def test_it_names_the_tests_skipped_for_a_missing_rabbitmq():
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:]
-    line = "skipped for a missing service: RabbitMQ (1): tests/web/test_views.py::test_it_reports_a_real_rabbitmq_broker"
+    line = (
+        "skipped for a missing service: RabbitMQ (1): tests/web/test_views.py::test_it_reports_a_real_rabbitmq_broker"
+    )
     assert line in proc.stdout, proc.stdout[-3000:]
