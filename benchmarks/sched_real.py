@@ -32,6 +32,7 @@ from typing import Any
 from benchmarks import sched_real_metrics
 from benchmarks.fleet import LocalFleet, bench_user, start_driver, wait_until_finished
 from benchmarks.sched_sim import SCALES, Job
+from orchestrator.fleet import policies
 
 DEADLINE_S = 600.0  # per policy (a loaded machine runs the trace several times slower)
 REPEATS = 2
@@ -82,7 +83,7 @@ def run_real(seed: int, policies: list[str], repeats: int = REPEATS) -> dict[str
         for policy in policies:
             print(f"scheduling --real: repeat {repeat + 1}, {policy} on {scale.workers} workers", file=sys.stderr)
             with LocalFleet(
-                scale.workers, fleet_env(policy), concurrency=PACK_SLOTS if policy == "pack" else 1
+                scale.workers, fleet_env(policy), concurrency=PACK_SLOTS if policies.get(policy).packs else 1
             ) as fleet:
                 rows[policy] = fleet.drive("benchmarks.sched_real", payload, timeout=DEADLINE_S + 150)
         repeats_rows[repeat] = rows
@@ -105,7 +106,7 @@ def run_real(seed: int, policies: list[str], repeats: int = REPEATS) -> dict[str
 def fleet_env(policy: str) -> dict[str, str]:
     """The fleet's settings for ``policy``: under pack, a CPU memory budget, so it really packs."""
     env = {"FEDWEB_POLICY": f"cpu={policy}"}
-    if policy == "pack":
+    if policies.get(policy).packs:
         env |= {"FEDWEB_PACK_CAPACITY_MB": str(PACK_CAPACITY_MB), "FEDWEB_PACK_SLOTS": str(PACK_SLOTS)}
     return env
 

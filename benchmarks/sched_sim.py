@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from benchmarks.sched_trace import SCALES, Job, Measured, Scale, generate, jain
+from orchestrator.fleet import policies
 from orchestrator.fleet.placement import Fleet, WorkerRoom, place
 from orchestrator.fleet.policies import Candidate, QueueView, decayed, order
 
@@ -104,7 +105,7 @@ class _Fleet:
         self.policy, self.scale, self.probe, self.switching, self.half_life = policy, scale, probe, switching, half_life
         self.costs = costs or {}
         self.affinity = affinity  # False: placement never learns who holds what (FedWeb before issue 17)
-        self.slots = scale.slots if policy == "pack" else 1
+        self.slots = scale.slots if policies.get(policy).packs else 1
         names = hostnames or [f"w{i}" for i in range(scale.workers)]
         self.devices = [_Device(name) for name in names]
         self.by_name = {d.hostname: d for d in self.devices}

@@ -13,15 +13,9 @@ os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
 app = Celery("fedweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-# Tasks live in workers/tasks.py, which is not a Django app; name it explicitly.
+# Tasks live in workers/tasks.py, which is not a Django app; name it explicitly. Both are imported
+# by the worker only, at its start (after Django is set up, before the pool forks): this module
+# imports no project code, and the web process sends tasks by name (orchestrator.fleet).
 app.autodiscover_tasks(["workers"])
-
-# Imported for its signal handlers: heartbeats start when a worker is ready.
-import workers.heartbeat  # noqa: E402,F401
-import workers.metrics  # noqa: E402,F401  (FEDWEB_WORKER_METRICS_PORT)
-from workers.engine.plugins import load_plugins  # noqa: E402
-
-# User code named in FEDWEB_PLUGINS, imported once here so the prefork pool's children inherit it;
-# a module that fails to import stops the worker at start-up, naming the module. This process
-# forks the pool, so it must never initialise CUDA: a plugin that does so at import is refused.
-load_plugins(forbid_cuda=True)
+# The worker's own set-up: heartbeats and its metrics endpoint (signal handlers), and the plugins.
+app.conf.imports = ("workers.startup",)

@@ -24,10 +24,10 @@ from django.utils import timezone
 
 from orchestrator.experiments.limits import check_new_spec
 from orchestrator.experiments.records import Checkpoint, LogEntry, RoundMetric, checkpoint_folder
+from orchestrator.experiments.states import ACTIVE, FINISHED, Kind, Status, Visibility, check_team_visibility
 from orchestrator.external.models import CustomMetric, ExternalRun, MlflowExperiment, MlflowRun
 from orchestrator.fleet.sharding import RoundShard
 from orchestrator.fleet.workers import Worker, pick_queue
-from orchestrator.live import events
 from orchestrator.sweeps.models import Sweep
 from workers.engine.provenance import spec_provenance
 from workers.engine.spec import Spec, SpecError
@@ -38,26 +38,6 @@ __all__ = [
 ]  # fmt: skip
 
 
-class Status(models.TextChoices):
-    DRAFT = "draft"
-    QUEUED = "queued"
-    RUNNING = "running"
-    PAUSED = "paused"
-    CANCELLED = "cancelled"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CRASHED = "crashed"  # an external run that sent no report for FEDWEB_EXTERNAL_CRASH_AFTER seconds
-
-
-ACTIVE = (Status.QUEUED, Status.RUNNING)
-FINISHED = (Status.CANCELLED, Status.COMPLETED, Status.FAILED, Status.CRASHED)
-
-
-class Kind(models.TextChoices):
-    NATIVE = "native"  # FedWeb's workers run its rounds
-    EXTERNAL = "external"  # its rounds are reported over the API (orchestrator.external)
-
-
 def validate_spec(value) -> None:
     try:
         Spec.from_stored(value)  # new rows are judged in full by Experiment.clean() and save()
@@ -65,22 +45,14 @@ def validate_spec(value) -> None:
         raise ValidationError(str(e), code=e.field) from None
 
 
-class Visibility(models.TextChoices):
-    PRIVATE = "private"  # the owner (and superusers) only
-    TEAM = "team"  # the team's members, by role
-    PUBLIC = "public"  # the team's members, and anyone holding the read-only share link
-
-
-def check_team_visibility(visibility: str, team) -> None:
-    """Team visibility needs a team. The one check of it: the model's ``clean()`` (and so the
-    sharing form), the new-experiment form and the API all call it; the error names ``visibility``."""
-    if visibility == Visibility.TEAM and team is None:
-        raise ValidationError({"visibility": "Choose a team to share the experiment with its team"})
-
-
 # Sent when an experiment's next round becomes ready outside a round task (start, resume).
 # orchestrator.fleet.scheduling, which is built on these models, answers it: the models never import it.
 round_ready = Signal()  # sender=Experiment; experiment=..., resumed=bool
+# Sent when an experiment's state, log or access changes; orchestrator.live.signals publishes them to
+# open sockets (orchestrator.live.events), so the models never import what formats their events.
+status_changed = Signal()  # sender=Experiment; experiment=...
+logged = Signal()  # sender=Experiment; entry=LogEntry
+access_changed = Signal()  # sender=Experiment; experiment_ids=[...]
 
 
 class Experiment(models.Model):
@@ -134,12 +106,16 @@ class Experiment(models.Model):
             self._save_sharing()
             return super().save(*args, **kwargs)
         # The spec is normalised (defaults filled in) so what is stored is exactly what runs. A new
-        # one must pass today's bounds and limits; a stored one is not judged again.
-        spec = Spec.from_dict(self.spec) if self._state.adding else Spec.from_stored(self.spec)
+        # one must pass today's bounds and limits; a stored one is not judged again. One already
+        # parsed and checked in this process (use_checked_spec) is stored as it is.
+        spec = self._carried_spec()
+        if spec is None:
+            spec = Spec.from_dict(self.spec) if self._state.adding else Spec.from_stored(self.spec)
+            if self._state.adding:
+                check_new_spec(spec)
+            self.spec = spec.to_dict()
         if self._state.adding:
-            check_new_spec(spec)
             self.plugins = spec_provenance(spec)  # every way of creating one (form, API, sweep) passes here
-        self.spec = spec.to_dict()
         self.total_rounds = spec.rounds
         self._save_sharing()
         super().save(*args, **kwargs)
@@ -163,7 +139,18 @@ class Experiment(models.Model):
 
     def parsed_spec(self) -> Spec:
         """The stored spec as the engine's typed ``Spec``."""
-        return Spec.from_stored(self.spec)
+        return self._carried_spec() or Spec.from_stored(self.spec)
+
+    def use_checked_spec(self, spec: Spec) -> None:
+        """Take ``spec``, already parsed and checked (``experiments.launch.checked_spec``): saving and
+        starting this instance use it as it is, without parsing or checking it again."""
+        self.spec = spec.to_dict()
+        self._checked = (spec, self.spec)
+
+    def _carried_spec(self) -> Spec | None:
+        # Valid while self.spec is still the very dict it gave (assigning another spec drops it).
+        checked = getattr(self, "_checked", None)
+        return checked[0] if checked is not None and checked[1] is self.spec else None
 
     def enable_public_link(self) -> str:
         """Make the experiment public with a new unguessable link token (any older link dies)."""
@@ -181,7 +168,7 @@ class Experiment(models.Model):
         self._access_changed()
 
     def _access_changed(self) -> None:
-        events.publish_access_changed(experiment_ids=[self.pk])
+        access_changed.send(Experiment, experiment_ids=[self.pk])
 
     @property
     def is_finished(self) -> bool:
@@ -307,11 +294,11 @@ class Experiment(models.Model):
 
     def log(self, level: str, message: str) -> LogEntry:
         entry = LogEntry.objects.create(experiment=self, level=level, message=message)
-        events.publish_log(entry)
+        logged.send(Experiment, entry=entry)
         return entry
 
     def _status_changed(self) -> None:
-        events.publish_status(self)
+        status_changed.send(Experiment, experiment=self)
 
     def latest_checkpoint(self, *, at_most: int | None = None) -> Checkpoint | None:
         qs = self.checkpoints.order_by("-round")

@@ -14,9 +14,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from datetime import timedelta
 
+import psutil
 from celery.signals import worker_ready, worker_shutdown
+from django.conf import settings
+from django.db import close_old_connections
+from django.utils import timezone
 
+from orchestrator.fleet import scheduling
+from orchestrator.fleet.queues import queue_states
+from orchestrator.live import events
+from orchestrator.models import Worker
+from workers.engine.registry import installed_plugins
 from workers.gpus import gpu_devices
 
 log = logging.getLogger(__name__)
@@ -48,10 +58,6 @@ def served_queues(app) -> str:
 
 def _forget_previous_life(hostname: str) -> None:
     """A worker restarted under the same name runs nothing yet, whatever its dead self held."""
-    from django.db import close_old_connections
-
-    from orchestrator.models import Worker
-
     try:
         Worker.objects.filter(hostname=hostname).update(current_experiment=None)
     except Exception:
@@ -61,9 +67,6 @@ def _forget_previous_life(hostname: str) -> None:
 
 
 def _loop(hostname: str, queues: str, slots: int) -> None:
-    from django.conf import settings
-    from django.db import close_old_connections
-
     global last_beat
     while True:
         try:
@@ -78,13 +81,6 @@ def _loop(hostname: str, queues: str, slots: int) -> None:
 
 
 def beat(hostname: str, queues: str, slots: int = 1):
-    from django.utils import timezone
-
-    from orchestrator.fleet import scheduling
-    from orchestrator.live import events
-    from orchestrator.models import Worker
-    from workers.engine.registry import installed_plugins
-
     worker, _ = Worker.objects.update_or_create(
         hostname=hostname,
         defaults={
@@ -103,8 +99,6 @@ def beat(hostname: str, queues: str, slots: int = 1):
 
 
 def _live_pids() -> list[int]:
-    import psutil
-
     me = psutil.Process()
     return [me.pid, *(child.pid for child in me.children(recursive=True))]
 
@@ -126,9 +120,6 @@ class QueueTable:
 
     def publish_if_changed(self, now: float) -> bool:
         """Send the table if it changed since the last one sent (``now``: a monotonic clock)."""
-        from orchestrator.fleet.queues import queue_states
-        from orchestrator.live import events
-
         read = self.read_at is None or now - self.read_at >= BROKER_READ_SECONDS
         states = queue_states(broker=read)
         if read:
@@ -148,13 +139,6 @@ def _publishes_queues(hostname: str) -> bool:
     """Whether this worker sends the queue table this beat. Reading the broker's counts opens a
     connection, so one worker does it for the fleet: the first by name among those that beat within
     the last two intervals (a dead one is passed over after two intervals, not WORKER_LOST_AFTER)."""
-    from datetime import timedelta
-
-    from django.conf import settings
-    from django.utils import timezone
-
-    from orchestrator.models import Worker
-
     cutoff = timezone.now() - timedelta(seconds=2 * settings.HEARTBEAT_INTERVAL)
     first = Worker.objects.filter(last_heartbeat__gte=cutoff).order_by("hostname").values_list("hostname", flat=True)
     return first.first() in (None, hostname)

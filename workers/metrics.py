@@ -19,11 +19,16 @@ import threading
 from collections.abc import Iterable
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
+import psutil
 from celery.signals import worker_ready, worker_shutdown
+from celery.worker import state
+from django.conf import settings
 from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import ThreadingWSGIServer
 
+from orchestrator.fleet.metrics import add_gpu_memory, token_matches
+from workers import heartbeat
 from workers.heartbeat import served_queues
 
 log = logging.getLogger(__name__)
@@ -39,8 +44,6 @@ class WorkerCollector:
         self.queues = queues
 
     def collect(self) -> Iterable[Metric]:
-        from orchestrator.fleet.metrics import add_gpu_memory
-        from workers import heartbeat
 
         labels = [self.hostname]
         info = GaugeMetricFamily("fedweb_worker_info", "This worker and its queues", labels=["worker", "queues"])
@@ -74,15 +77,11 @@ def _gauge(name: str, documentation: str, labels: list[str], value: float) -> Ga
 
 def active_rounds() -> int:
     """Rounds accepted by this worker's pool and not yet finished (Celery's state, main process)."""
-    from celery.worker import state
-
     return sum(1 for request in list(state.active_requests) if request.name == "workers.tasks.run_round")
 
 
 def pool_rss_bytes() -> int:
     """Resident memory of every process below this one (pool children, isolated training children)."""
-    import psutil
-
     total = 0
     for child in psutil.Process().children(recursive=True):
         try:
@@ -94,8 +93,6 @@ def pool_rss_bytes() -> int:
 
 def metrics_app(registry: CollectorRegistry, token: str):
     """The WSGI app: the registry's metrics, behind ``Authorization: Bearer <token>`` when a token is set."""
-    from orchestrator.fleet.metrics import token_matches
-
     inner = make_wsgi_app(registry)
 
     def app(environ, start_response):
@@ -131,8 +128,6 @@ def serve(registry: CollectorRegistry, host: str, port: int, token: str) -> Thre
 
 @worker_ready.connect
 def _start(sender, **kwargs):
-    from django.conf import settings
-
     address = settings.FEDWEB_WORKER_METRICS_ADDRESS
     if address is None:
         return

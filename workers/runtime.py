@@ -25,7 +25,8 @@ from django.conf import settings
 from orchestrator.experiments.limits import datasets_root
 from orchestrator.models import Checkpoint, Experiment, checkpoint_folder
 from workers import round_state
-from workers.engine.client_state import StateUnavailable, snapshot_folder
+from workers.engine.client_state import StateUnavailable
+from workers.engine.client_states import snapshot_folder
 from workers.engine.data import cache as data_cache
 from workers.engine.result import RoundResult
 from workers.engine.runner import Simulation

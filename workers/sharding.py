@@ -15,15 +15,17 @@ import time
 
 from django.utils import timezone
 
+from orchestrator.fleet import sharding
+from orchestrator.models import Experiment, RoundMetric, Worker
+from workers import oom, progress, runtime
+from workers.engine import shards
+from workers.rounds import finish_round, refuse_without_plugins, schedule_queue_of
+
 log = logging.getLogger(__name__)
 
 
 def execute_shard(experiment_id: int, round_number: int, index: int, *, worker: str) -> None:
     """Run shard ``index`` of round ``round_number`` (and conclude the round if it is the last)."""
-    from orchestrator.fleet import sharding
-    from orchestrator.models import Experiment
-    from workers.tasks import refuse_without_plugins
-
     experiment = Experiment.objects.filter(pk=experiment_id).first()
     if experiment is None or refuse_without_plugins(experiment, worker, f"shard {index + 1} of round {round_number}"):
         return  # unclaimed: reconcile sends the shard again, to a worker that has the plugins
@@ -33,18 +35,10 @@ def execute_shard(experiment_id: int, round_number: int, index: int, *, worker: 
     try:
         _run(experiment, row, worker)
     finally:
-        from workers.tasks import _schedule_queue_of
-
-        _schedule_queue_of(experiment_id, worker)  # this slot is free again, and the next round may be ready
+        schedule_queue_of(experiment_id, worker)  # this slot is free again, and the next round may be ready
 
 
 def _run(experiment, row, worker: str):
-    from orchestrator.fleet import sharding
-    from orchestrator.models import RoundMetric, Worker
-    from workers import oom, progress, runtime
-    from workers.engine import shards
-    from workers.tasks import finish_round
-
     log_line = progress.to_experiment_log(experiment)
     Worker.objects.filter(hostname=worker).update(current_experiment=experiment)
 

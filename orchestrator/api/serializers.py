@@ -10,7 +10,7 @@ from rest_framework import serializers
 from accounts.models import Team
 from orchestrator.api import spec_schema  # noqa: F401 - spec_schema documents SpecField in the OpenAPI schema
 from orchestrator.experiments import access
-from orchestrator.experiments.limits import check_new_spec
+from orchestrator.experiments.launch import checked_spec, create_experiment
 from orchestrator.fleet.queues import submit_warnings
 from orchestrator.models import Experiment, RoundMetric, Visibility, check_team_visibility
 from workers.engine.result import ROUND_RESULT_FIELDS
@@ -100,20 +100,14 @@ class ExperimentCreateSerializer(TeamAndVisibility, serializers.Serializer):
     spec = SpecField(help_text="The experiment spec; every field has a default")
     start = serializers.BooleanField(required=False, default=False, help_text="Queue it at once")
 
-    def validate_spec(self, value) -> dict:
+    def validate_spec(self, value) -> Spec:
         try:
-            spec = Spec.from_dict(value)
-            check_new_spec(spec)
+            return checked_spec(value)  # carried as it is to create_experiment
         except SpecError as e:
             raise serializers.ValidationError({e.field: [str(e)]}) from None
-        return spec.to_dict()
 
     def create(self, data) -> Experiment:
-        start = data.pop("start")
-        experiment = Experiment.objects.create(owner=self.context["request"].user, **data)
-        if start:
-            experiment.start(by=experiment.owner.username)
-        return experiment
+        return create_experiment(owner=self.context["request"].user, **data)
 
 
 class RoundSerializer(serializers.ModelSerializer):

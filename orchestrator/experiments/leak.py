@@ -11,6 +11,8 @@ fill up there.
 
 from __future__ import annotations
 
+from orchestrator.experiments.records import RoundMetric
+
 WARMUP_ROUNDS = 3
 MIN_POINTS = 10
 WINDOW = 30
@@ -50,8 +52,6 @@ def leak_warnings(rounds: list[dict], *, warmup: int = WARMUP_ROUNDS) -> list[st
 def latest_leak_warnings(experiment_id: int) -> list[str]:
     """``leak_warnings`` of a run as its rounds in the database stand, reading only the rounds the
     heuristic looks at (after the warm-up, the last ones), so each round event pays one small query."""
-    from orchestrator.models import RoundMetric
-
     # Twice the window: a series with a few missing values still gets WINDOW points.
     rows = RoundMetric.objects.filter(experiment_id=experiment_id, round__gt=WARMUP_ROUNDS).order_by("-round")
     recent = list(rows.values("rss_mb", "vram_peak_mb")[: 2 * WINDOW])[::-1]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
+from orchestrator.experiments.specs import flatten
 from orchestrator.external.models import CustomMetric
-from orchestrator.web.spec_table import flatten
 
 MAX_CHARTS = 50  # the run's names are bounded (FEDWEB_EXTERNAL_MAX_METRICS); so is the page
 

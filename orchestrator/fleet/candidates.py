@@ -126,7 +126,7 @@ def queue_view(queue: str, ready: list[Candidate], now: datetime) -> QueueView:
     measured = [c.round_seconds for c in ready if c.round_seconds]
     return QueueView(
         now=now.timestamp(),
-        service_seconds=service_seconds(queue, now) if policy_for(queue) == "fair" else {},
+        service_seconds=service_seconds(queue, now) if policies.get(policy_for(queue)).needs_service else {},
         probe_round_seconds=min(measured) if measured else DEFAULT_PROBE_ROUND_SECONDS,
         age_boost_seconds=float(settings.FEDWEB_AGE_BOOST_SECONDS),
     )

@@ -22,10 +22,12 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from django.db.models import Count
+from django.db.models import Count, Max
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from orchestrator.fleet.candidates import policy_for
+from orchestrator.fleet.queues import queue_states
+from orchestrator.models import Experiment, RoundMetric, Status, Worker
 
 # Rounds last from milliseconds (tiny CPU runs) to many minutes (large GPU cohorts).
 ROUND_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
@@ -74,10 +76,6 @@ class RoundTally:
 
     def update(self) -> None:
         """Count the rows recorded since the last call (the first call only sets the starting point)."""
-        from django.db.models import Max
-
-        from orchestrator.models import RoundMetric
-
         with self._lock:
             if self._cursor is None:
                 self._cursor = RoundMetric.objects.aggregate(top=Max("id"))["top"] or 0
@@ -128,8 +126,6 @@ class FleetCollector:
 
 def queue_metrics() -> list[Metric]:
     """Depth (experiments queued or running, as on the Workers page) and live workers per queue."""
-    from orchestrator.fleet.queues import queue_states
-
     depth = GaugeMetricFamily(
         "fedweb_queue_depth", "Experiments queued or running on the queue", labels=["queue", "policy"]
     )
@@ -143,8 +139,6 @@ def queue_metrics() -> list[Metric]:
 
 def experiment_metrics() -> Metric:
     """Experiments per status; every status is present (0 when none), so a panel never has gaps."""
-    from orchestrator.models import Experiment, Status
-
     counts = dict(Experiment.objects.values_list("status").annotate(n=Count("id")).order_by())
     family = GaugeMetricFamily("fedweb_experiments", "Experiments by status", labels=["status"])
     for status in Status.values:
@@ -154,8 +148,6 @@ def experiment_metrics() -> Metric:
 
 def worker_metrics() -> list[Metric]:
     """Liveness and heartbeat time of every worker row, and the GPU memory live workers report."""
-    from orchestrator.models import Worker
-
     up = GaugeMetricFamily(
         "fedweb_worker_up", "1 when the worker's heartbeat is within WORKER_LOST_AFTER", labels=["worker", "queue"]
     )

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from orchestrator.fleet import policies
 from orchestrator.fleet.policies import Candidate, QueueView, is_boosted, pack_fits
 from workers.engine import provenance
 
@@ -72,7 +73,7 @@ def place(
     policy: str, ordered: list[Candidate], fleet: Fleet, view: QueueView, send: Send, reserve: Reserve
 ) -> list[Candidate]:
     """Send the ordered ready rounds where the rules above say, while there is room; returns those sent."""
-    if policy == "pack":
+    if policies.get(policy).packs:
         return _pack(_pack_order(ordered, view), fleet, send, reserve)
     sent: list[Candidate] = []
     for c in ordered:

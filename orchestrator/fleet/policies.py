@@ -12,6 +12,13 @@ Celery, so the dispatcher (``orchestrator/fleet/scheduling.py``) and the schedul
   accumulated decays with a half-life (``decayed``), so heavy use long ago does not hold a key back.
 - ``pack``: orders like ``fifo``; whether a second round may start beside one in flight is ``pack_fits``.
 
+Policies are a registry, as the engine's strategies are: a policy is one sort-key function under
+``@policy(name, ...)``, with its options (``packs``: rounds share a device when ``pack_fits`` says
+so; ``needs_service``: the view carries the decayed service per share key). Nothing else names a
+policy: the settings' choices, the candidates' view, placement and the scheduling benchmark read
+the registry. A new policy is one decorated function here (or in a plugin module, registered
+before settings are read).
+
 Under every policy a candidate whose round has been ready longer than ``age_boost_seconds`` goes before
 all others (oldest wait first), so no policy starves an experiment forever. Ties always fall back to
 ``submitted``, then ``experiment_id``, so the order is deterministic.
@@ -21,8 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-
-POLICIES = ("fifo", "priority", "srtf", "fair", "pack")
 
 
 @dataclass(frozen=True)
@@ -68,29 +73,71 @@ def remaining_seconds(c: Candidate, view: QueueView) -> float:
     return per_round * max(c.rounds_left, 0)
 
 
+SortKeyFn = Callable[[Candidate, QueueView], SortKey]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A registered policy: its sort key (lower goes first) and its options."""
+
+    name: str
+    key: SortKeyFn
+    packs: bool = False  # several rounds may share a device when their measured memory fits (pack_fits)
+    needs_service: bool = False  # the view's service_seconds must be filled (decayed, per share key)
+
+
+_REGISTRY: dict[str, Policy] = {}
+
+
+def policy(name: str, *, packs: bool = False, needs_service: bool = False) -> Callable[[SortKeyFn], SortKeyFn]:
+    """Register the decorated sort key as policy ``name`` with its options."""
+
+    def register(key: SortKeyFn) -> SortKeyFn:
+        if name in _REGISTRY:
+            raise ValueError(f"policy: {name!r} is already registered")
+        _REGISTRY[name] = Policy(name, key, packs=packs, needs_service=needs_service)
+        return key
+
+    return register
+
+
+def get(name: str) -> Policy:
+    """The registered policy ``name``; a ValueError naming the field when there is none."""
+    if name not in _REGISTRY:
+        raise ValueError(f"policy: unknown {name!r}; expected one of {', '.join(names())}")
+    return _REGISTRY[name]
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_REGISTRY)
+
+
+@policy("fifo")
 def _fifo_key(c: Candidate, view: QueueView) -> SortKey:
     return (c.submitted, c.experiment_id)
 
 
+@policy("priority")
 def _priority_key(c: Candidate, view: QueueView) -> SortKey:
     return (-c.priority, c.submitted, c.experiment_id)
 
 
+@policy("srtf")
 def _srtf_key(c: Candidate, view: QueueView) -> SortKey:
     return (remaining_seconds(c, view), c.submitted, c.experiment_id)
 
 
+@policy("fair", needs_service=True)
 def _fair_key(c: Candidate, view: QueueView) -> SortKey:
     return (view.service_seconds.get(c.share_key, 0.0), c.submitted, c.experiment_id)
 
 
-_KEYS: dict[str, Callable[[Candidate, QueueView], SortKey]] = {
-    "fifo": _fifo_key,
-    "priority": _priority_key,
-    "srtf": _srtf_key,
-    "fair": _fair_key,
-    "pack": _fifo_key,  # packing changes how many rounds run at once, not which goes first
-}
+@policy("pack", packs=True)
+def _pack_key(c: Candidate, view: QueueView) -> SortKey:
+    return _fifo_key(c, view)  # packing changes how many rounds run at once, not which goes first
+
+
+POLICIES = names()  # the built-in policies, for the settings' choices and the benchmarks
 
 
 def decayed(seconds: float, age_seconds: float, half_life_seconds: float) -> float:
@@ -108,9 +155,7 @@ def is_boosted(c: Candidate, view: QueueView) -> bool:
 
 def order(policy: str, ready: list[Candidate], view: QueueView) -> list[Candidate]:
     """The ready candidates, best first. Pure and deterministic (ties: submitted, then experiment_id)."""
-    if policy not in _KEYS:
-        raise ValueError(f"policy: unknown {policy!r}; expected one of {', '.join(POLICIES)}")
-    policy_key = _KEYS[policy]
+    policy_key = get(policy).key
 
     def key(c: Candidate) -> tuple[int, SortKey]:
         if is_boosted(c, view):

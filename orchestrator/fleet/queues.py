@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from celery import current_app as app  # the Celery app (fedweb.celery), by name: the domain imports no glue
 from django.conf import settings
 from django.db.models import Avg, Count
 from kombu import Connection
 
-from fedweb.celery import app
 from orchestrator.experiments.records import RoundMetric
 from orchestrator.fleet.candidates import policy_for
 from orchestrator.fleet.workers import Worker

@@ -46,12 +46,13 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
+from celery import current_app as app  # the Celery app (fedweb.celery), by name: the domain imports no glue
+from celery.utils.nodenames import worker_direct
 from django.conf import settings
 from django.db.models import Count, F
 from django.dispatch import receiver
 from django.utils import timezone
 
-from fedweb.celery import app
 from orchestrator.external import liveness
 from orchestrator.fleet import candidates, placement, policies, sharding
 from orchestrator.fleet.workers import Worker, queue_name
@@ -83,8 +84,6 @@ def dispatch_round(experiment, round_number: int, *, force: bool = False, sent_a
 
 
 def _send(experiment_id: int, round_number: int, queue: str, to: str = "") -> None:
-    from celery.utils.nodenames import worker_direct
-
     try:
         target = worker_direct(to) if to else queue
         app.send_task(ROUND_TASK, (experiment_id, round_number), queue=target)

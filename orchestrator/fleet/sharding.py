@@ -21,15 +21,21 @@ and, when none is live, to the worker that claimed the round: it passed the roun
 from __future__ import annotations
 
 import logging
+import shutil
 from datetime import timedelta
 from pathlib import Path
 
+from celery import current_app as app  # the Celery app (fedweb.celery), by name: the domain imports no glue
+from celery.utils.nodenames import worker_direct
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
 from orchestrator.experiments.records import checkpoint_folder
+from orchestrator.experiments.states import ACTIVE
+from orchestrator.fleet.workers import Worker, queue_name
+from workers.engine.provenance import missing
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +63,6 @@ class RoundShard(models.Model):
 
 def shard_count(experiment) -> int:
     """The spec's shard count; ``auto`` (0) is one per live worker slot of the experiment's queue."""
-    from orchestrator.fleet.workers import Worker
-
     n = experiment.parsed_spec().compute.shards
     if n == 0:
         n = sum(w.slots for w in Worker.live() if experiment.queue in w.serve_queues())
@@ -90,11 +94,6 @@ def _shard_queue(experiment, index: int, queue: str):
     """The shared queue, or for a run with plugins an eligible worker's own queue."""
     if not experiment.plugins:
         return queue
-    from celery.utils.nodenames import worker_direct
-
-    from orchestrator.fleet.workers import Worker
-    from workers.engine.provenance import missing
-
     eligible = sorted(
         w.hostname for w in Worker.live() if queue in w.serve_queues() and not missing(experiment.plugins, w.plugins)
     )
@@ -107,9 +106,6 @@ def _held(row: RoundShard, now) -> bool:
 
 def _send(experiment, row: RoundShard, *, sent_at) -> bool:
     """Send ``row``'s task unless another sender did since ``sent_at`` (of racing senders, one sends)."""
-    from fedweb.celery import app
-    from orchestrator.fleet.workers import queue_name
-
     if not RoundShard.objects.filter(pk=row.pk, dispatched_at=sent_at).update(dispatched_at=timezone.now()):
         return False
     try:
@@ -125,8 +121,6 @@ def _send(experiment, row: RoundShard, *, sent_at) -> bool:
 def claim(experiment_id: int, round_number: int, index: int, worker: str, pid: int) -> RoundShard | None:
     """The shard's row if this process may work on it now: its round is the experiment's next and
     active, and no live process holds the shard. None for duplicate, late or stopped deliveries."""
-    from orchestrator.models import ACTIVE
-
     now = timezone.now()
     free = Q(lease_expires__isnull=True) | Q(lease_expires__lt=now)
     rows = RoundShard.objects.filter(
@@ -152,8 +146,6 @@ def mark_done(row: RoundShard) -> bool:
 
 def forget_round(experiment_id: int, round_number: int) -> None:
     """The round is recorded: drop its rows and partial files."""
-    import shutil
-
     RoundShard.objects.filter(experiment_id=experiment_id, round__lte=round_number).delete()
     shutil.rmtree(partial_path(experiment_id, round_number, 0).parent, ignore_errors=True)
 
@@ -169,8 +161,6 @@ def renew_leases(hostname: str, pids: list[int]) -> int:
 def reconcile(now, idle_queues: set[str]) -> list[tuple[int, int, int]]:
     """Send again the shards of in-flight rounds that no live process holds and that were lost: the
     holder died, or the message waited unclaimed too long. Returns (experiment, round, shard) sent."""
-    from orchestrator.models import ACTIVE
-
     sent = []
     rows = RoundShard.objects.filter(
         experiment__status__in=ACTIVE, round=models.F("experiment__current_round") + 1

@@ -21,6 +21,9 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 
+from orchestrator.experiments.leak import latest_leak_warnings
+from orchestrator.fleet.queues import queue_states, waiting_for
+
 log = logging.getLogger(__name__)
 
 WORKERS_GROUP = "workers"
@@ -119,8 +122,6 @@ def _iso(moment) -> str | None:
 
 
 def status_event(experiment) -> StatusEvent:
-    from orchestrator.fleet.queues import waiting_for
-
     return {
         "type": "status",
         "experiment_id": experiment.pk,
@@ -163,8 +164,6 @@ def worker_event(worker) -> WorkerEvent:
 
 
 def publish_round(experiment_id: int, metrics: dict) -> None:
-    from orchestrator.experiments.leak import latest_leak_warnings
-
     stored = time.time()  # the round's row and current_round are written by now
     _send(group_name(experiment_id), round_event(experiment_id, metrics, latest_leak_warnings(experiment_id), stored))
 
@@ -182,8 +181,6 @@ def publish_worker(worker) -> None:
 
 
 def queues_event(table: list[dict] | None = None) -> QueuesEvent:
-    from orchestrator.fleet.queues import queue_states
-
     rows = [q.to_dict() for q in queue_states(broker=True)] if table is None else table
     return {"type": "queues", "queues": rows}
 

@@ -21,8 +21,8 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from orchestrator.experiments.limits import check_new_spec
-from orchestrator.models import Experiment, Sweep
+from orchestrator.experiments.launch import checked_spec, create_experiment
+from orchestrator.models import Sweep
 from orchestrator.sweeps.models import SEED_FIELD, SWEEP_MODES
 from workers.engine import registry, spec_legacy
 from workers.engine.spec import COMPONENT_PATHS, Spec, SpecError, spec_fields
@@ -181,8 +181,7 @@ def expand(base: Any, axes: Any, *, mode: str = "grid", samples: int | None = No
     runs = []
     for point in points(axes, base, mode=mode, samples=samples, sample_seed=sample_seed):
         try:
-            spec = Spec.from_dict(with_values(base, point))
-            check_new_spec(spec)
+            spec = checked_spec(with_values(base, point))
         except SpecError as e:
             messages = errors.setdefault(f"spec.{e.field}", [])
             if len(messages) < MAX_ERRORS:
@@ -206,11 +205,12 @@ def create_sweep(*, owner, base: Any, axes: Any, mode: str = "grid", samples: in
             sample_seed=sample_seed, **fields,
         )  # fmt: skip
         experiments = [
-            Experiment.objects.create(
+            create_experiment(
                 owner=owner,
+                spec=spec,
+                start=False,
                 sweep=sweep,
                 name=f"{sweep.name} · {describe(point)}",
-                spec=spec.to_dict(),
                 description=sweep.description,
                 tags=sweep.tags,
                 **shared,

@@ -8,8 +8,8 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
+from orchestrator.experiments.specs import flatten
 from orchestrator.sweeps.models import SEED_FIELD
-from orchestrator.web.spec_table import flatten
 from workers.engine.spec_legacy import legacy_field
 
 # The table's metrics: (key, label, RoundResult field, how one run's value is read from its rounds).

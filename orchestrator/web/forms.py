@@ -18,7 +18,7 @@ from django import forms
 from django.conf import settings
 
 from fedweb import inputs
-from orchestrator.experiments.limits import check_new_spec
+from orchestrator.experiments.launch import checked_spec
 from orchestrator.web.owned_forms import OwnedForm
 from workers.engine.spec import COMPONENT_PATHS, SECTIONS, Spec, SpecError, option_key, spec_fields
 
@@ -207,8 +207,7 @@ class ExperimentForm(OwnedForm):
             return cleaned  # the spec can't be judged from half of its fields
         spec = self.spec_dict()
         try:
-            self.spec = Spec.from_dict(spec)
-            check_new_spec(self.spec)
+            self.spec = checked_spec(spec)  # carried as it is to create_experiment
         except SpecError as e:
             field = form_name(option_key(e.field, spec))
             if field in self.fields:

@@ -15,6 +15,8 @@ from django.core.cache import cache
 from orchestrator.experiments.limits import check_new_spec, server_limits
 from workers.engine import registry
 from workers.engine.capacity import LIMIT_SETTINGS, model_layout
+from workers.engine.codecs import make_codec
+from workers.engine.data import partition_summary
 from workers.engine.data.shapes import describe
 from workers.engine.spec import Spec, SpecError
 
@@ -44,8 +46,6 @@ def bandwidth_estimate(spec: Spec) -> dict:
     The estimate assumes every sampled client reports (dropout and dropped stragglers only lower
     the uplink); ``formula`` is the design's 2 × 4 bytes × params × clients × rounds.
     """
-    from workers.engine.codecs import make_codec
-
     layout = list(model_layout(spec))
     params = sum(layout)
     c = spec.communication
@@ -74,7 +74,7 @@ def privacy_estimate(spec: Spec) -> dict | None:
     """ε at δ the whole run will have spent with DP-FedAvg (the accountant the workers use); None without DP."""
     if spec.privacy.mechanism == "none":
         return None
-    from workers.privacy import projected_epsilon
+    from workers.privacy import projected_epsilon  # why: dp_accounting takes seconds to import; only DP specs need it
 
     p, eps = spec.privacy, projected_epsilon(spec)
     # z = 0 spends ε = ∞, which JSON cannot carry: null, shown as ∞.
@@ -97,8 +97,6 @@ def partition_preview(spec: Spec) -> dict:
     key = "partition-preview:" + hashlib.sha256(section.encode()).hexdigest()
     summary = cache.get(key)
     if summary is None:
-        from workers.engine.data import partition_summary
-
         try:
             summary = partition_summary(data, spec.seed, PREVIEW_MAX_CLIENTS)
         except SpecError:

@@ -5,21 +5,11 @@ from __future__ import annotations
 
 import json
 
+from orchestrator.experiments.specs import flatten
 from workers.engine import spec_legacy
 from workers.engine.spec import option_key, spec_fields
 
 RUN_GROUP = "run"  # the top-level fields (seed, rounds)
-
-
-def flatten(d: dict, prefix: str = "") -> dict:
-    """``{"data": {"alpha": 0.5}}`` as ``{"data.alpha": 0.5}``."""
-    out = {}
-    for key, value in d.items():
-        if isinstance(value, dict):
-            out.update(flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def _shown(value) -> str:

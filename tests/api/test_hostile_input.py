@@ -11,7 +11,7 @@ from orchestrator.live.consumers import ExperimentConsumer
 from orchestrator.models import Experiment
 from tests.accounts.world import make_experiment
 from tests.conftest import TINY_SPEC
-from tests.dashboard.test_forms import form_data
+from tests.web.test_forms import form_data
 from workers.engine.spec import Spec, SpecError
 
 pytestmark = pytest.mark.django_db

@@ -23,7 +23,7 @@ from rest_framework.authtoken.models import Token
 from accounts.models import Invitation, Membership, Team
 from orchestrator.models import Experiment, LogEntry, RoundMetric
 from tests.accounts.world import make_world
-from tests.dashboard.test_forms import form_data
+from tests.web.test_forms import form_data
 from workers.engine import registry, spec_legacy
 from workers.engine.spec import COMPONENT_PATHS, SECTIONS, spec_fields
 

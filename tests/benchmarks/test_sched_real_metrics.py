@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from benchmarks.sched_real_metrics import read_back
 from orchestrator.models import Experiment
-from tests.orchestrator.test_schedule import _measured
+from tests.fleet.test_schedule import _measured
 
 pytestmark = pytest.mark.django_db
 

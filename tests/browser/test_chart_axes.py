@@ -8,8 +8,8 @@ import pytest
 
 from orchestrator.models import Experiment, RoundMetric
 from tests.browser.conftest import log_in, screenshot
-from tests.dashboard.conftest import make_experiment
 from tests.factories import round_result
+from tests.web.conftest import make_experiment
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 

@@ -8,8 +8,8 @@ from orchestrator.live import events
 from orchestrator.models import Experiment, RoundMetric
 from tests.browser.conftest import drawn, log_in
 from tests.browser.test_live_pages import _off_the_loop
-from tests.dashboard.conftest import make_experiment
 from tests.factories import round_result
+from tests.web.conftest import make_experiment
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
@@ -148,5 +148,9 @@ def test_it_folds_live_rounds_into_the_summary_and_the_charts_as_the_server_comp
         for chart, traces in rendered[axis].items():
             assert [t[0] for t in live[axis][chart]] == [t[0] for t in traces], (axis, chart)
             for mine, theirs in zip(live[axis][chart], traces, strict=True):
-                assert mine[2] == pytest.approx(theirs[2]) and mine[3] == pytest.approx(theirs[3]), (axis, chart, mine[0])
+                assert mine[2] == pytest.approx(theirs[2]) and mine[3] == pytest.approx(theirs[3]), (
+                    axis,
+                    chart,
+                    mine[0],
+                )
     assert page.errors == []

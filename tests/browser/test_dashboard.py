@@ -12,8 +12,8 @@ from orchestrator.models import Experiment
 from orchestrator.sweeps.stats import run_labels
 from tests import live
 from tests.browser.conftest import ARTIFACTS, drawn, log_in, points, start_daphne, trace_xs
-from tests.dashboard.conftest import make_experiment
 from tests.factories import round_result
+from tests.web.conftest import make_experiment
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration]
 

@@ -11,8 +11,8 @@ from django.conf import settings
 from orchestrator.live import events
 from orchestrator.models import Experiment, RoundMetric
 from tests.browser.conftest import drawn, log_in
-from tests.dashboard.conftest import make_experiment
 from tests.factories import round_result
+from tests.web.conftest import make_experiment
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 

@@ -13,7 +13,8 @@ from tests.conftest import TINY_SPEC
 from tests.engine import client_state_toy
 from workers.engine import client_state
 from workers.engine.checkpoint import write_checkpoint
-from workers.engine.client_state import ClientStates, ClientStateStore, StateUnavailable
+from workers.engine.client_state import ClientStateStore, StateUnavailable
+from workers.engine.client_states import ClientStates
 from workers.engine.round_state import compact_state, complete_state
 from workers.engine.runner import Simulation
 from workers.engine.spec import Spec

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from orchestrator.web.forms import ExperimentForm
-from tests.dashboard.test_forms import form_data
+from tests.web.test_forms import form_data
 from workers.engine import registry
 from workers.engine.data.pool import Pool
 from workers.engine.registry import RegistryError, option

@@ -7,7 +7,7 @@ import pytest
 from orchestrator.models import Experiment, LogEntry, Status, Worker
 from tests.conftest import TINY_SPEC
 from tests.plugins.conftest import HAS_IT, RECORDED
-from workers.tasks import execute_round
+from workers.rounds import execute_round
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_round_cache")]
 

@@ -11,8 +11,8 @@ from django.urls import reverse
 from orchestrator.models import Experiment, RoundMetric, Sweep
 from orchestrator.sweeps.expand import create_sweep
 from tests.conftest import TINY_SPEC
-from tests.dashboard.test_forms import form_data
 from tests.factories import round_result
+from tests.web.test_forms import form_data
 
 pytestmark = pytest.mark.django_db
 BASE = {**TINY_SPEC, "algorithm": {"name": "fedprox"}}

@@ -12,8 +12,8 @@ from orchestrator.models import Experiment, Status
 from tests.conftest import TINY_SPEC
 from workers.engine import runner, shards
 from workers.engine.client import SequentialTrainer, VectorTrainer
+from workers.rounds import run_inline
 from workers.sharding import execute_shard
-from workers.tasks import run_inline
 
 pytestmark = pytest.mark.django_db
 

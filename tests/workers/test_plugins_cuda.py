@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PROBE = "import fedweb.celery, torch, os; print(torch.cuda.is_initialized(), os.environ['CUDA_DEVICE_ORDER'])"
+PROBE = (
+    "import os, torch; from fedweb.celery import app; app.loader.import_default_modules(); "
+    "print(torch.cuda.is_initialized(), os.environ['CUDA_DEVICE_ORDER'])"
+)
 
 
 def _import_the_worker_app(**env: str) -> subprocess.CompletedProcess:

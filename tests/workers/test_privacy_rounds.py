@@ -9,7 +9,7 @@ from orchestrator.web.charts import dashboard_charts
 from orchestrator.web.previews import privacy_estimate
 from tests.conftest import TINY_SPEC
 from workers.privacy import epsilon
-from workers.tasks import run_inline
+from workers.rounds import run_inline
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_round_cache")]
 

@@ -13,7 +13,7 @@ from workers.engine import Spec
 from workers.engine.checkpoint import read_checkpoint
 from workers.engine.data import cache as data_cache
 from workers.engine.runner import Simulation
-from workers.tasks import execute_round
+from workers.rounds import execute_round
 
 pytestmark = pytest.mark.django_db
 

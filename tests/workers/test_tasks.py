@@ -12,7 +12,8 @@ from orchestrator.models import Checkpoint, Experiment, LogEntry, Status
 from tests.conftest import TINY_SPEC
 from workers import runtime
 from workers.engine.runner import Simulation
-from workers.tasks import execute_round, run_inline, run_round
+from workers.rounds import execute_round, run_inline
+from workers.tasks import run_round
 
 pytestmark = pytest.mark.django_db
 

@@ -18,8 +18,8 @@ __all__ = ["ROUND_RESULT_FIELDS", "RoundResult", "Spec", "SpecError", "Simulatio
 
 
 def __getattr__(name):
-    # Simulation pulls in torch; keep `import workers.engine` for the spec cheap.
     if name == "Simulation":
+        # why: Simulation pulls in torch; keep `import workers.engine` for the spec cheap.
         from workers.engine.runner import Simulation
 
         return Simulation

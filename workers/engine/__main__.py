@@ -17,6 +17,8 @@ from pathlib import Path
 
 from workers.engine.plugins import PluginError, load_plugins
 from workers.engine.presets import PRESETS, preset_specs
+from workers.engine.progress import ProgressBar
+from workers.engine.runner import Simulation
 from workers.engine.spec import Spec, SpecError
 
 
@@ -89,9 +91,6 @@ def _override(spec: Spec, rounds: int | None, device: str | None) -> Spec:
 
 
 def _run(args) -> int:
-    from workers.engine.progress import ProgressBar
-    from workers.engine.runner import Simulation
-
     if args.resume:
         sims = [Simulation.from_checkpoint(args.resume, device=args.device, data_root=args.data_root)]
     else:

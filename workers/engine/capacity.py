@@ -36,7 +36,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from workers.engine import registry
+from workers.engine.client import can_vectorise, vectorises_well_on_cpu
 from workers.engine.data.shapes import dataset_bytes, input_shape_of
+from workers.engine.models import construct
 from workers.engine.plan import bucket
 from workers.engine.spec import ModelSpec, Spec, SpecError
 from workers.engine.strategies import needs_updates
@@ -130,8 +132,6 @@ CPU_PROFILE_MAX_BYTES = 256 * 2**20
 
 @lru_cache(maxsize=128)
 def _profile(model_json: str, shape: tuple[int, ...], classes: int) -> Profile:
-    from workers.engine.models import construct
-
     spec = build(ModelSpec, json.loads(model_json), bounds=False)
     try:
         return _measure(spec, shape, classes, "meta")
@@ -154,9 +154,6 @@ def _profile(model_json: str, shape: tuple[int, ...], classes: int) -> Profile:
 
 def _measure(spec: ModelSpec, shape: tuple[int, ...], classes: int, device: str) -> Profile:
     """Parameters and the bytes one sample's forward pass allocates, counted on ``device``."""
-    from workers.engine.client import can_vectorise, vectorises_well_on_cpu
-    from workers.engine.models import construct
-
     with torch.device(device):
         model = construct(spec, shape, classes)
     dtype = torch.int64 if getattr(model, "takes_tokens", False) else torch.float32

@@ -5,7 +5,7 @@ Celery workers both go through ``Simulation.save_checkpoint``, which calls it), 
 atomically: a crash mid-write leaves the previous file under the real name, never a torn one.
 What the tensors and metadata hold is the simulation's business (``Simulation.state_dict``). The
 per-client state is too big to hold in memory: ``Simulation.save_checkpoint`` copies its rows into a
-folder beside the file first (``client_state.snapshot_folder``), and the metadata names that folder.
+folder beside the file first (``client_states.snapshot_folder``), and the metadata names that folder.
 """
 
 from __future__ import annotations

@@ -26,10 +26,7 @@ So the files reflect round ``t`` as long as the base has not passed it: any work
 one after ``kill -9``, continues from the round state it loads. A round older than the base (a
 torn round state on the crash path) raises :class:`StateUnavailable`, and the worker falls back to
 a full checkpoint: :meth:`~ClientStateStore.save_snapshot` copies the rows beside it (sparse: only
-clients seen take space), and :meth:`~ClientStateStore.load_snapshot` puts them back.
-
-Files are written without fsync, as the round states are (workers/round_state.py): a killed
-process leaves whole files; a torn journal after a power cut is refused, not read.
+clients seen take space), and :meth:`~ClientStateStore.load_snapshot` puts them back. No fsync, as for round states (workers/round_state.py): a killed process leaves whole files; a torn journal is refused.
 """
 
 from __future__ import annotations
@@ -38,7 +35,6 @@ import fcntl
 import json
 import os
 import re
-import shutil
 import struct
 import tempfile
 from collections.abc import Iterator
@@ -48,11 +44,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from workers.engine.sparse_files import copy_data, write_json
+
 FORMAT = 1
 _ROW_BYTES = 4  # float32
 _TRAILER = struct.Struct("<8sqqq")  # magic, round, rows, width: written last, so a torn journal has none
 _MAGIC = b"FWCSJ001"
-_COPY_CHUNK = 64 << 20  # bytes per read when copying a base: bounds the memory a snapshot takes
 
 
 class StateUnavailable(RuntimeError):
@@ -194,14 +191,14 @@ class ClientStateStore:
             dest = folder / self.base_path.name
             with open(dest, "wb") as out:
                 out.truncate(self.num_clients * self.row_bytes)
-                _copy_data(self._fd, out.fileno())
+                copy_data(self._fd, out.fileno())
                 for r in sorted({r for r, _ in self._overlay.values()}):
                     with open(self._journal_path(r), "rb") as journal:
                         for client, (rr, row) in self._overlay.items():
                             if rr == r:
                                 data = os.pread(journal.fileno(), self.row_bytes, row * self.row_bytes)
                                 os.pwrite(out.fileno(), data, client * self.row_bytes)
-            _write_json(folder / self.header_path.name, self._header(self._synced))
+            write_json(folder / self.header_path.name, self._header(self._synced))
 
     def load_snapshot(self, folder: Path, round_number: int) -> None:
         """Replace the rows with those :meth:`save_snapshot` wrote into ``folder`` at ``round_number``."""
@@ -220,9 +217,9 @@ class ClientStateStore:
         with self._locked():
             self._clear(round_number=None)
             with open(folder / self.base_path.name, "rb") as src:
-                _copy_data(src.fileno(), self._fd)
+                copy_data(src.fileno(), self._fd)
             self._drop_journals(lambda r: True)
-            _write_json(self.header_path, self._header(round_number))
+            write_json(self.header_path, self._header(round_number))
         self._target = self._synced = round_number
         self._overlay = {}
 
@@ -274,7 +271,7 @@ class ClientStateStore:
             if r <= header["round"]:
                 self._journal_path(r).unlink(missing_ok=True)  # folded before a crash removed it
                 continue
-            _write_json(self.header_path, {**header, "applying": r})
+            write_json(self.header_path, {**header, "applying": r})
             ids = self._journal_ids(r)
             fd = os.open(self._journal_path(r), os.O_RDONLY)
             try:
@@ -284,7 +281,7 @@ class ClientStateStore:
             finally:
                 os.close(fd)
             header = self._header(r)
-            _write_json(self.header_path, header)
+            write_json(self.header_path, header)
             self._journal_path(r).unlink()
 
     def _index_journals(self, base: int, target: int) -> dict[int, tuple[int, int]]:
@@ -346,7 +343,7 @@ class ClientStateStore:
     def _create_base(self) -> None:
         with open(self.base_path, "wb") as f:
             f.truncate(self.num_clients * self.row_bytes)  # a hole: no disk until rows are written
-        _write_json(self.header_path, self._header(0))
+        write_json(self.header_path, self._header(0))
 
     def _clear(self, round_number: int | None) -> None:
         """Every row back to zeros (and, given a round, no journals and that round in the header)."""
@@ -354,7 +351,7 @@ class ClientStateStore:
         os.ftruncate(self._fd, self.num_clients * self.row_bytes)
         if round_number is not None:
             self._drop_journals(lambda r: True)
-            _write_json(self.header_path, self._header(round_number))
+            write_json(self.header_path, self._header(round_number))
 
     def _header(self, round_number: int) -> dict:
         return {"format": FORMAT, "num_clients": self.num_clients, "width": self.width, "round": round_number}
@@ -400,122 +397,3 @@ class ClientStateStore:
     def __del__(self) -> None:
         if getattr(self, "_fd", -1) >= 0:
             self.close()
-
-
-class ClientStates:
-    """The client-state stores of one simulation, under one folder, moved from round to round
-    together. ``folder`` None: a temporary folder (the engine CLI), removed by :meth:`close`, under
-    ``$FEDWEB_DATA_DIR`` when it is set (``/tmp`` may be memory), else the system's temporary folder."""
-
-    def __init__(self, folder: str | Path | None = None):
-        self._folder = Path(folder) if folder is not None else None
-        self._temporary: Path | None = None
-        self.stores: dict[str, ClientStateStore] = {}
-        self.round = 0
-        self._snapshot: Path | None = None  # checkpoint snapshot to load into stores opened later
-
-    @property
-    def folder(self) -> Path:
-        if self._folder is None:
-            parent = os.environ.get("FEDWEB_DATA_DIR") or None
-            if parent:
-                Path(parent).mkdir(parents=True, exist_ok=True)
-            self._temporary = self._folder = Path(tempfile.mkdtemp(prefix="fedweb-client-state-", dir=parent))
-        return self._folder
-
-    def open(self, name: str, num_clients: int, width: int) -> ClientStateStore:
-        """The store ``name`` (created empty on first use), at the simulation's round."""
-        store = self.stores.get(name)
-        if store is not None:
-            if (store.num_clients, store.width) != (num_clients, width):
-                field = "width" if store.width != width else "num_clients"
-                raise ValueError(
-                    f"client state {name!r}: {field} is {getattr(store, field)}, asked for "
-                    f"{num_clients if field == 'num_clients' else width}"
-                )
-            return store
-        store = ClientStateStore(self.folder, num_clients, width, name=name)
-        self.stores[name] = store
-        self._move(store, check=False)  # built before a round state is loaded: see ClientStateStore.at
-        return store
-
-    def commit(self, round_number: int) -> None:
-        """Publish every store's rows as round ``round_number``'s (once per round, in order)."""
-        for store in self.stores.values():
-            store.commit(round_number)
-        self.round, self._snapshot = round_number, None
-
-    def describe(self) -> dict:
-        """What the round state records: the round and each store's shape."""
-        return {"round": self.round, "stores": {n: [s.num_clients, s.width] for n, s in self.stores.items()}}
-
-    def restore(self, round_number: int, described: dict | None = None, snapshot: str | Path | None = None) -> None:
-        """Move every store (and those ``described`` by a round state) to ``round_number``: from the
-        journals, or from a checkpoint's ``snapshot`` folder. Raises :class:`StateUnavailable`."""
-        self.round, self._snapshot = int(round_number), Path(snapshot) if snapshot else None
-        for name, (num_clients, width) in (described or {}).get("stores", {}).items():
-            if name not in self.stores:
-                self.stores[name] = ClientStateStore(self.folder, num_clients, width, name=name)
-        for store in self.stores.values():
-            self._move(store)
-
-    def save_snapshot(self, folder: Path) -> bool:
-        """Copy every store into ``folder`` atomically (a temporary folder renamed); False, and
-        nothing written, when there are no stores."""
-        if not self.stores:
-            return False
-        tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        try:
-            for store in self.stores.values():
-                store.save_snapshot(tmp)
-            shutil.rmtree(folder, ignore_errors=True)
-            os.replace(tmp, folder)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        return True
-
-    def close(self) -> None:
-        for store in self.stores.values():
-            store.close()
-        self.stores = {}
-        if self._temporary is not None:
-            shutil.rmtree(self._temporary, ignore_errors=True)
-            self._temporary = self._folder = None
-
-    def _move(self, store: ClientStateStore, check: bool = True) -> None:
-        if self._snapshot is not None:
-            store.load_snapshot(self._snapshot, self.round)
-        else:
-            store.at(self.round, check=check)
-
-
-def snapshot_folder(checkpoint: str | Path) -> Path:
-    """Where the client state of the checkpoint file ``checkpoint`` is copied: beside it."""
-    checkpoint = Path(checkpoint)
-    return checkpoint.with_name(f"{checkpoint.stem}.clients")
-
-
-def _copy_data(src: int, dst: int) -> None:
-    """Copy the data regions of file ``src`` into ``dst`` at the same offsets, skipping holes (so a
-    sparse file stays sparse), one bounded chunk at a time."""
-    size = os.fstat(src).st_size
-    offset = 0
-    while offset < size:
-        try:
-            start = os.lseek(src, offset, os.SEEK_DATA)
-            end = os.lseek(src, start, os.SEEK_HOLE)
-        except OSError:  # ENXIO: no data after offset
-            return
-        while start < end:
-            data = os.pread(src, min(_COPY_CHUNK, end - start), start)
-            os.pwrite(dst, data, start)
-            start += len(data)
-        offset = end
-
-
-def _write_json(path: Path, value: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(value))
-    os.replace(tmp, path)

@@ -36,6 +36,7 @@ import torch
 from torch import Tensor
 
 from workers.engine import registry
+from workers.engine.validation import build
 
 MAGIC = b"FW"
 VERSION = 1
@@ -301,8 +302,6 @@ def make_codec(name: str, layout: list[int], options=None) -> Codec:
         raise RuntimeError("FedWeb payloads are little-endian; this host is big-endian")
     component = registry.get("codec", name)
     if options is None or isinstance(options, dict):
-        from workers.engine.validation import build
-
         options = build(component.options, options or {}, bounds=True, prefix="options.")
     return component.factory(list(layout), options)
 

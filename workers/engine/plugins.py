@@ -1,7 +1,7 @@
 """Plugin discovery: the modules named in ``FEDWEB_PLUGINS`` and the ``fedweb.plugins`` entry points.
 
 Every process that validates or runs specs imports them at start-up: the web process
-(``orchestrator/apps.py``), the Celery worker (``fedweb/celery.py``), the engine command line
+(``orchestrator/apps.py``, which a Celery worker runs too), the Celery worker (``workers/startup.py``), the engine command line
 and the child of ``compute.isolation = "process"``. A plugin registers its components on import
 with the decorators of :mod:`workers.engine.registry`.
 

@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workers.engine import validation
 from workers.engine.fields import spec_field
 from workers.engine.option_checks import OptionMetadataError, check_options
 
@@ -394,3 +395,6 @@ def spec_plugins(used: Mapping[str, str]) -> list[dict[str, Any]]:
             if not c.builtin:
                 out.append(c.provenance())
     return sorted(out, key=lambda p: (p["kind"], p["name"]))
+
+
+validation.use_registry(sys.modules[__name__])  # validation sits below the registry: it is handed it

@@ -22,7 +22,7 @@ import torch
 from workers.engine import probes
 from workers.engine.checkpoint import read_checkpoint, write_checkpoint
 from workers.engine.client import bind_flat
-from workers.engine.client_state import ClientStates, snapshot_folder
+from workers.engine.client_states import ClientStates, snapshot_folder
 from workers.engine.codecs import make_codec
 from workers.engine.data import cache as data_cache
 from workers.engine.data.base import FederatedData
@@ -397,7 +397,7 @@ class Simulation:
 
     def save_checkpoint(self, path: str | Path) -> int:
         """Write one safetensors file (no pickle) atomically, the client state's rows copied into a
-        folder beside it first (client_state.snapshot_folder); returns the file's size in bytes."""
+        folder beside it first (client_states.snapshot_folder); returns the file's size in bytes."""
         tensors, meta = self.state_dict()
         if self.client_states.save_snapshot(snapshot_folder(path)):
             meta["client_state"]["snapshot"] = snapshot_folder(path).name  # read_checkpoint resolves it

@@ -27,6 +27,8 @@ import types
 import typing
 from typing import Any
 
+from workers.engine.fields import meta as field_meta
+
 
 class SpecError(ValueError):
     """An invalid spec. ``field`` is the dotted path of the offending field."""
@@ -95,17 +97,25 @@ def _listed(names: list[str]) -> str:
     return ", ".join(names) if names else "none"
 
 
-def component_of(kind: str, name: str):
-    """The registered component (imported here, not at module level: the registry imports fields)."""
-    from workers.engine import registry
+# The component registry (workers.engine.registry), which hands itself over when it loads: it sits
+# above this module (it checks its components' options with ``coerce``), so this module never
+# imports it. The package's __init__ imports the spec, and so the registry, before any validation.
+_registry = None
 
-    return registry.get(kind, name)
+
+def use_registry(registry) -> None:
+    """Called by :mod:`workers.engine.registry` once, as it loads."""
+    global _registry
+    _registry = registry
+
+
+def component_of(kind: str, name: str):
+    """The registered component ``name`` of ``kind``."""
+    return _registry.get(kind, name)
 
 
 def component_names(kind: str) -> tuple[str, ...]:
-    from workers.engine import registry
-
-    return registry.names(kind)
+    return _registry.names(kind)
 
 
 def _default_name(cls: type) -> str:
@@ -205,18 +215,15 @@ def _describe(cls: type, defaults: dict[str, Any], prefix: str) -> dict[str, dic
 
 def describe_options(kind: str, path: str) -> dict[str, dict[str, Any]]:
     """The option entries of every registered component of ``kind`` selected at ``path``."""
-    from workers.engine import registry
-    from workers.engine.fields import meta
-
     out: dict[str, dict[str, Any]] = {}
-    for component in registry.components(kind):
+    for component in _registry.components(kind):
         selected = {f"{path}.name": [component.name]}
         defaults = dataclasses.asdict(component.options())
         for f in dataclasses.fields(component.options):
             own = f.metadata.get("applies_when")
             rule = [{**selected, **alt} for alt in own] if own else [selected]
             out[f"{path}.options.{component.name}.{f.name}"] = {
-                **meta(""),
+                **field_meta(""),
                 **f.metadata,
                 "default": defaults[f.name],
                 "type": kind_of(f).__name__,

@@ -3,6 +3,7 @@ from django.core.management.base import BaseCommand
 
 from orchestrator.models import Experiment, Status
 from workers.engine.presets import preset_spec
+from workers.rounds import run_inline
 
 # Presets scaled down (fewer rounds and clients, 8×8 digits, small models) so the finished demos
 # run inline in seconds on a laptop CPU before `make run` starts the server.
@@ -62,8 +63,6 @@ class Command(BaseCommand):
         return user
 
     def _finished_demo(self, user, preset, changes):
-        from workers.tasks import run_inline
-
         name = f"Demo: {preset} (scaled down)"
         if Experiment.objects.filter(owner=user, name=name, status=Status.COMPLETED).exists():
             return

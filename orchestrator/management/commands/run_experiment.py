@@ -7,6 +7,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from orchestrator.models import FINISHED, Experiment
 from workers.engine.spec import Spec, SpecError
+from workers.progress import to_stdout
+from workers.rounds import run_inline
 
 
 class Command(BaseCommand):
@@ -36,9 +38,6 @@ class Command(BaseCommand):
             self._wait(experiment)
 
     def _run_inline(self, experiment):
-        from workers.progress import to_stdout
-        from workers.tasks import run_inline
-
         experiment.start(by="run_experiment --inline", enqueue=False)
         experiment = run_inline(experiment, log_line=to_stdout(), on_round=self._print_round)
         self._finish(experiment)

@@ -22,6 +22,7 @@ from orchestrator.experiments.access import (
     get_experiment_for_user,
     scoped,
 )
+from orchestrator.experiments.launch import create_experiment
 from orchestrator.experiments.leak import leak_warnings
 from orchestrator.experiments.public import host_names, redact, redact_events
 from orchestrator.experiments.rounds import rounds_of, table_columns, table_rows
@@ -98,16 +99,8 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = ExperimentForm(request.POST, user=request.user)
         if form.is_valid():
-            experiment = Experiment.objects.create(
-                owner=request.user,
-                team=form.cleaned_data["team"],
-                visibility=form.cleaned_data["visibility"],
-                name=form.cleaned_data["name"],
-                description=form.cleaned_data["description"],
-                tags=form.cleaned_data["tags"],
-                spec=form.spec.to_dict(),
-            )
-            experiment.start(by=request.user.username)
+            fields = {k: form.cleaned_data[k] for k in ("team", "visibility", "name", "description", "tags")}
+            experiment = create_experiment(owner=request.user, spec=form.spec, **fields)
             for warning in submit_warnings(experiment):
                 messages.warning(request, warning)
             return redirect("experiment_detail", experiment.pk)

@@ -18,10 +18,17 @@ from workers.engine.data import partition
 from workers.engine.data.base import FederatedData, as_input
 from workers.engine.data.paths import confine, default_data_root
 from workers.engine.data.pool import Pool
-from workers.engine.data.shapes import context_of
+from workers.engine.registry import DataContext
 from workers.engine.spec import DataSpec, SpecError
 
 __all__ = ["FederatedData", "as_input", "build_data", "load_pool", "partition_summary"]
+
+
+def context_of(data: DataSpec, data_root=None) -> DataContext:
+    """The :class:`DataContext` a ``context=True`` loader (or ``describe``) gets for ``data``."""
+    return DataContext(
+        test_fraction=data.test_fraction, data_root=data_root, num_clients=data.num_clients, partition=data.partition
+    )
 
 
 def load_pool(spec: DataSpec, rng: np.random.Generator, *, data_root: str | Path | None = None) -> Pool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from workers.engine.registry import option
 from workers.engine.spec import SpecError
 
 MAX_PATH_LENGTH = 1024
@@ -20,8 +21,6 @@ OUTSIDE = "must name a file or folder inside the server's datasets folder, relat
 def required_path(help: str):
     """The option of a dataset read from the user's files: a required path, relative to the datasets
     folder, confined there at submission and again before reading (``registry.option(path=True)``)."""
-    from workers.engine.registry import option
-
     return option(
         None, f"{help}, relative to the server's datasets folder.", nullable=True, max_length=MAX_PATH_LENGTH, path=True
     )

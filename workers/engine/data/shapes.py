@@ -11,16 +11,13 @@ import dataclasses
 import json
 from functools import lru_cache
 
+import numpy as np
+
 from workers.engine import registry
-from workers.engine.registry import DataContext, DatasetShape
+from workers.engine.data import context_of, load_pool
+from workers.engine.registry import DatasetShape
 from workers.engine.spec import DataSpec, SpecError
-
-
-def context_of(data: DataSpec, data_root=None) -> DataContext:
-    """The :class:`DataContext` a ``context=True`` loader (or ``describe``) gets for ``data``."""
-    return DataContext(
-        test_fraction=data.test_fraction, data_root=data_root, num_clients=data.num_clients, partition=data.partition
-    )
+from workers.engine.validation import build
 
 
 def describe(data: DataSpec) -> DatasetShape:
@@ -42,11 +39,6 @@ def describe(data: DataSpec) -> DatasetShape:
 
 @lru_cache(maxsize=32)
 def _loaded_shape(section: str) -> DatasetShape:
-    import numpy as np
-
-    from workers.engine.data import load_pool
-    from workers.engine.validation import build
-
     data = build(DataSpec, json.loads(section), bounds=False)
     pool = load_pool(data, np.random.default_rng(0))
     sample = pool.x_train[:1]

@@ -1,0 +1,81 @@
+"""Create-then-start is one domain function (``orchestrator.experiments.launch``): the page, the
+API and sweeps parse and check a new spec once, where the input is validated, and carry the
+parsed spec on to storing and queueing it."""
+
+from collections import Counter
+
+import pytest
+from rest_framework.test import APIClient
+
+from orchestrator.experiments import launch
+from orchestrator.models import Experiment, Status
+from orchestrator.sweeps.expand import create_sweep
+from tests.accounts.world import make_world
+from tests.conftest import TINY_SPEC
+from tests.web.test_forms import form_data
+from workers.engine.spec import Spec
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """How often a spec is parsed (from a dict or as stored) and checked against the limits."""
+    calls: Counter = Counter()
+    for name in ("from_dict", "from_stored"):
+        original = getattr(Spec, name).__func__
+
+        def counting(cls, *args, _original=original, _name=name, **kwargs):
+            calls[_name] += 1
+            return _original(cls, *args, **kwargs)
+
+        monkeypatch.setattr(Spec, name, classmethod(counting))
+    check = launch.check_new_spec
+
+    def counting_check(spec):
+        calls["check_new_spec"] += 1
+        return check(spec)
+
+    monkeypatch.setattr(launch, "check_new_spec", counting_check)
+    monkeypatch.setattr("orchestrator.models.check_new_spec", counting_check)
+    return calls
+
+
+def test_the_page_parses_and_checks_a_new_spec_once(client, user, enqueued, counted):
+    client.force_login(user)
+    data = form_data(rounds="4")  # the test's own form filling parses a spec: not counted
+    counted.clear()
+    response = client.post("/experiments/new/", data)
+    experiment = Experiment.objects.get()
+    assert response.status_code == 302 and experiment.status == Status.QUEUED and experiment.total_rounds == 4
+    assert counted == Counter(from_dict=1, check_new_spec=1)
+    assert len(enqueued) == 1
+
+
+def test_the_api_parses_and_checks_a_new_spec_once(counted, enqueued):
+    world = make_world()
+    counted.clear()  # the world's own experiments are not counted
+    client = APIClient()
+    client.force_authenticate(world.owner)
+    response = client.post("/api/experiments/", {"name": "n", "spec": TINY_SPEC, "start": True}, format="json")
+    assert response.status_code == 201, response.json()
+    assert Experiment.objects.get(pk=response.json()["id"]).status == Status.QUEUED
+    assert counted == Counter(from_dict=1, check_new_spec=1)
+
+
+def test_a_sweep_parses_and_checks_each_run_once(counted, enqueued):
+    world = make_world()
+    counted.clear()  # the world's own experiments are not counted
+    sweep = create_sweep(owner=world.owner, base=TINY_SPEC, axes={"seed": [0, 1, 2]}, name="s")
+    assert sweep.experiments.count() == 3 and len(enqueued) == 3
+    assert counted == Counter(from_dict=3, check_new_spec=3)
+
+
+def test_a_spec_assigned_after_the_checked_one_is_parsed_and_checked_again(counted):
+    world = make_world()
+    counted.clear()  # the world's own experiments are not counted
+    experiment = Experiment(owner=world.owner, name="n")
+    experiment.use_checked_spec(launch.checked_spec(TINY_SPEC))
+    experiment.spec = {**TINY_SPEC, "rounds": 5}  # another spec: the carried one no longer applies
+    experiment.save()
+    assert experiment.total_rounds == 5 and counted["check_new_spec"] == 2  # checked_spec's, and save's

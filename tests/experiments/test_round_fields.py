@@ -1,0 +1,67 @@
+"""The RoundResult field list is declared once, by the engine: the model, the API and the table follow it."""
+
+import csv
+import io
+
+import pytest
+import torch
+
+from orchestrator.api.serializers import RoundSerializer
+from orchestrator.experiments.records import RoundMetric
+from orchestrator.experiments.rounds import ROUND_FIELDS, TABLE_COLUMNS, rounds_of, table_rows, write_rounds_csv
+from orchestrator.web.charts import dashboard_charts
+from tests.web.conftest import make_experiment
+from workers.engine import Spec
+from workers.engine.result import ROUND_RESULT_FIELDS
+from workers.engine.runner import Simulation
+
+TINY = {
+    "rounds": 2,
+    "data": {"dataset": "digits", "num_clients": 10, "image_size": 8},
+    "model": {"name": "mlp", "hidden": 16},
+    "participation": {"clients_per_round": 4},
+    "compute": {"device": "cpu"},
+}
+
+
+def test_it_stores_every_round_result_field_in_the_model():
+    # The columns are derived from workers/engine/round_fields.py: this checks the derivation.
+    bookkeeping = ("id", "experiment", "recorded", "claimed", "worker")  # the row's, not the engine's
+    stored = [f.name for f in RoundMetric._meta.get_fields() if f.name not in bookkeeping]
+    assert stored == list(ROUND_RESULT_FIELDS)
+
+
+def test_it_serves_exactly_the_round_result_fields_in_the_api():
+    assert list(RoundSerializer().fields) == list(ROUND_RESULT_FIELDS)
+
+
+def test_it_shows_only_round_result_fields_and_the_worker_in_the_table():
+    assert {c.field for c in TABLE_COLUMNS} <= set(ROUND_FIELDS) == {*ROUND_RESULT_FIELDS, "worker"}
+
+
+@pytest.mark.django_db
+def test_it_carries_the_update_norm_from_the_engine_to_the_table_the_csv_and_its_chart(user):
+    # The field added as the proof that a new metric is one declaration, one engine line and a migration.
+    sim = Simulation(Spec.from_dict(TINY))
+    before = sim.global_flat.clone()
+    result = sim.next_round().to_dict()
+    assert result["update_norm"] == pytest.approx(float(torch.linalg.vector_norm(sim.global_flat - before)), rel=1e-5)
+    assert result["update_norm"] > 0
+
+    experiment = make_experiment(user, spec=TINY)
+    RoundMetric.record(experiment, result)
+    rounds = rounds_of(experiment)
+    assert rounds[0]["update_norm"] == pytest.approx(result["update_norm"])
+    column = [c.field for c in TABLE_COLUMNS].index("update_norm")
+    assert table_rows(rounds)[0][column] == f"{result['update_norm']:.4f}"
+    out = io.StringIO()
+    write_rounds_csv(out, rounds)
+    assert float(next(csv.DictReader(io.StringIO(out.getvalue())))["update_norm"]) == pytest.approx(
+        result["update_norm"]
+    )
+    charts = dashboard_charts(rounds, experiment.spec)
+    (trace,) = charts["figures"]["chart-update_norm"]["data"]
+    assert trace["y"] == pytest.approx([result["update_norm"]]) and trace["meta"]["keys"] == ["update_norm"]
+    assert {"id": "chart-update_norm", "title": "Update norm", "memory": False} in charts["panels"]
+    # A run recorded before the field (or an external one) has no such chart.
+    assert "chart-update_norm" not in dashboard_charts([{**rounds[0], "update_norm": None}], None)["figures"]

@@ -1,0 +1,17 @@
+"""What a Celery worker process sets up at start, before it forks its pool.
+
+``fedweb/celery.py`` names this module in ``app.conf.imports``; Celery imports it in the worker's
+main process only (``loader.init_worker``, after Django is set up, before the pool forks), so the
+web process and the Celery app itself never import worker code. Importing it:
+
+- connects the heartbeat and the worker's metrics endpoint to Celery's ``worker_ready`` signal
+  (``workers.heartbeat``, ``workers.metrics``);
+- imports the user's plugins (``FEDWEB_PLUGINS``) once, so the pool's children inherit them. A
+  module that fails to import stops the worker at start-up, naming the module. This process forks
+  the pool, so it must never initialise CUDA: a plugin that does so at import is refused.
+"""
+
+from workers import heartbeat, metrics  # noqa: F401  (their signal handlers)
+from workers.engine.plugins import load_plugins
+
+load_plugins(forbid_cuda=True)
