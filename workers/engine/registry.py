@@ -36,6 +36,11 @@ The contract per kind (the public API; keep these signatures):
     round's ``[clients, params]`` tensor. ``state_dict()``/``load_state_dict()`` carry its
     buffers through checkpoints (subclass ``workers.engine.strategies.FedAvg`` to get them).
     ``moments`` is how many P-sized buffers it keeps (the capacity estimate counts them).
+``algorithm(name, options=None)``
+    A client algorithm (what clients do in local training, beside the server's strategy): a
+    subclass of ``workers.engine.algorithms.ClientAlgorithm`` (or a function returning one),
+    called as ``fn(*, num_params, device, lr, options)``. Its hooks work on the engine's flat
+    ``[G, P]`` tensors: see :mod:`workers.engine.algorithms.base` and docs/plugins.md.
 ``codec(name, options=None, *, codec_id)``
     ``fn(layout: list[int], options) -> workers.engine.codecs.Codec``; ``codec_id`` (1..255,
     unique) is the byte that names the codec in the wire header.
@@ -66,7 +71,7 @@ from typing import Any
 from workers.engine.fields import spec_field
 from workers.engine.option_checks import OptionMetadataError, check_options
 
-KINDS = ("model", "dataset", "strategy", "codec")
+KINDS = ("model", "dataset", "strategy", "codec", "algorithm")
 BUILTIN_PACKAGE = "workers.engine"
 # Imported (once) before the registry is first read: they register the built-ins.
 _BUILTIN_MODULES = ("workers.engine.builtins",)
@@ -206,7 +211,7 @@ def _check_codec_id(name: str, codec_id: Any) -> None:
             raise RegistryError(f"codec {name!r}: codec_id {codec_id} is already used by {other.name!r}")
 
 
-# -- the four decorators (the public contract) -------------------------------------------------
+# -- the decorators (the public contract) -------------------------------------------------
 
 
 def model(name: str, options: type | None = None, *, task: str = "classification", vmappable: bool | None = None):
@@ -253,6 +258,11 @@ def strategy(
 def codec(name: str, options: type | None = None, *, codec_id: int | None = None):
     """Register ``fn(layout, options) -> Codec`` as codec ``name``, named on the wire by ``codec_id``."""
     return _register("codec", name, options, {"codec_id": codec_id})
+
+
+def algorithm(name: str, options: type | None = None):
+    """Register ``fn(*, num_params, device, lr, options) -> ClientAlgorithm`` as client algorithm ``name``."""
+    return _register("algorithm", name, options, {})
 
 
 # -- reading the registry ---------------------------------------------------------------------

@@ -20,6 +20,8 @@ import numpy as np
 import torch
 
 from workers.engine import probes
+from workers.engine.algorithms import ClientRound, StateStore, build_algorithm
+from workers.engine.algorithms.personal import personal_evaluation
 from workers.engine.checkpoint import read_checkpoint, write_checkpoint
 from workers.engine.client import bind_flat
 from workers.engine.codecs import make_codec
@@ -43,6 +45,8 @@ from workers.engine.strategies.aggregate import divide_by_total_
 from workers.engine.training import Collected, DeviceReplica, choose_vectorised, make_replica, train_plans
 
 Callback = Callable[[RoundResult], bool | None]
+# (name such as "scaffold.c_i", num_clients, width) -> a store of [num_clients, width] float32 rows.
+StateStoreFactory = Callable[[str, int, int], StateStore]
 
 
 class Simulation:
@@ -61,6 +65,7 @@ class Simulation:
         callbacks: Iterable[Callback] = (),
         data_root: str | Path | None = None,  # where data.path may lead (see data.paths.confine)
         client_group_size: int | None = None,  # overrides the spec's (after an out-of-memory error)
+        client_state: StateStoreFactory | None = None,  # per-client state of a client algorithm
     ):
         if client_group_size is not None:  # before any buffer is sized: a rebuild starts small
             spec = spec.replace(compute={"client_group_size": max(1, client_group_size)})
@@ -110,6 +115,7 @@ class Simulation:
         self.participation = torch.zeros(data.num_clients, dtype=torch.int64)
         self.eval_cohort = evaluation_cohort(spec, data.num_clients)
         self.dp = GaussianMechanism(spec.privacy, self.num_params, self.device) if self._private else None
+        self.client = self._client_round(data.num_clients, client_state)
 
     # -- construction helpers -----------------------------------------------------------------
 
@@ -199,13 +205,16 @@ class Simulation:
         total_weight = float(stats["weight"])
         if total_weight > 0 and self.collected is not None:  # a strategy that needs every update
             n = int(stats["rows"])
+            self._fold_client(None)
             self.strategy.step(self.global_flat, self.collected.updates[:n], self.collected.weights[:n])
         elif total_weight > 0:  # with no reporting client there is no update: the server does not step
             if self.dp:
                 avg = self.dp.privatise_(self.update_sum, len(cohort.clients), self.rng)
             else:
                 avg = divide_by_total_(self.update_sum, stats["weight"])
+            self._fold_client(avg)
             self.strategy.step(self.global_flat, avg)
+        self._commit_client_state(r)
         synchronize(self.devices)
         train_seconds = time.perf_counter() - t_train
         test_loss = test_acc = None
@@ -213,6 +222,7 @@ class Simulation:
         if r % spec.evaluation.every == 0 or r == spec.rounds:
             test_loss, test_acc = self.evaluate()
             clients_eval = client_evaluation(self.model, self.replicas[0].data, self._evaluated(cohort), self.spec)
+            clients_eval = self._personal_evaluation(cohort) or clients_eval
         self.round = r
         mem = probes.probe_devices(self.devices, self.child_peak_vram_mb)  # None unless isolated
         completed = len(cohort.trained)
@@ -310,7 +320,7 @@ class Simulation:
             return stats
         return train_plans(
             self.replicas, plans, self.broadcast_weights, self.uplink, self.residuals, self.update_sum, clip_norm,
-            self.collected,
+            self.collected, self.client,
         )  # fmt: skip
 
     def evaluate(self) -> tuple[float, float]:
@@ -347,6 +357,42 @@ class Simulation:
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
+    # -- the client algorithm (algorithm.client): server buffers, per-client state, folding ----------
+
+    def _client_round(self, num_clients: int, make_store: StateStoreFactory | None) -> ClientRound | None:
+        """The client algorithm's share of the run, or None when nothing but the update travels
+        (FedAvg, FedProx: their hooks run inside the trainers, the round is as before)."""
+        client = self.spec.algorithm.client
+        algorithm = build_algorithm(
+            client.name, client.options, num_params=self.num_params, device=self.device, lr=self.spec.local.lr
+        )
+        if algorithm.trivial:
+            return None
+        widths = algorithm.client_state()
+        if widths and make_store is None:
+            raise RuntimeError(
+                f"client algorithm {client.name!r} keeps per-client state: the simulation needs a state store"
+            )
+        stores = {name: make_store(f"{client.name}.{name}", num_clients, width) for name, width in widths.items()}
+        return ClientRound.create(algorithm, stores, self.device)
+
+    def _fold_client(self, avg: torch.Tensor | None) -> None:
+        if self.client is not None:
+            c = self.client
+            c.algorithm.fold(c.server, avg, c.sums, c.reported, len(self.sizes))
+
+    def _commit_client_state(self, round_number: int) -> None:
+        for store in self.client.stores.values() if self.client else ():
+            store.commit(round_number)
+
+    def _personal_evaluation(self, cohort: Cohort) -> dict:
+        """Ditto's personal models on the evaluated clients' test splits (empty for other algorithms)."""
+        personal = self.client.algorithm.personal if self.client else None
+        if personal is None:
+            return {}
+        data, clients = self.replicas[0].data, self._evaluated(cohort)
+        return personal_evaluation(self.model, self.global_flat, data, clients, self.client.stores[personal], self.spec)
+
     # -- checkpoints ----------------------------------------------------------------------------
 
     def state_dict(self) -> tuple[dict[str, torch.Tensor], dict]:
@@ -357,6 +403,8 @@ class Simulation:
             tensors["residuals"] = self.residuals
         for key, value in self.strategy.state_dict().items():
             tensors[f"strategy.{key}"] = value
+        for key, value in (self.client.server if self.client else {}).items():
+            tensors[f"client.{key}"] = value
         meta = {
             "spec": self.spec.to_dict(),
             "round": self.round,
@@ -375,6 +423,8 @@ class Simulation:
         self.strategy.load_state_dict(
             {k.removeprefix("strategy."): v.to(self.device) for k, v in tensors.items() if k.startswith("strategy.")}
         )
+        for key, value in (self.client.server if self.client else {}).items():
+            value.copy_(tensors[f"client.{key}"])
         if "participation" in tensors:  # checkpoints written before per-client views have none
             self.participation.copy_(tensors["participation"])
         if self.dp and meta.get("clip_norm") is not None:
