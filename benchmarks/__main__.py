@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks import (
+    algorithms,
     client_log,
     e2e_overhead,
     engine_overhead,
@@ -46,9 +47,11 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "viewers": viewers.run,
     "client_log": client_log.run,
     "e2e_overhead": e2e_overhead.run,
+    "algorithms": algorithms.run,
 }
-# Left out of `all`: they need a Redis and start worker or daphne processes, or (client_log) time no engine.
-NOT_IN_ALL = {"shards", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead"}
+# Left out of `all`: they need a Redis and start worker or daphne processes, or (client_log, algorithms)
+# time no engine.
+NOT_IN_ALL = {"shards", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead", "algorithms"}
 
 
 def main(argv: list[str] | None = None) -> int:

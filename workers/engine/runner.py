@@ -354,6 +354,7 @@ class Simulation:
         self.replicas = []
         self.model = None
         self.update_sum = self.broadcast_weights = self.residuals = self.collected = None
+        self.client = None
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 

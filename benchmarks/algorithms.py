@@ -1,0 +1,134 @@
+"""Client algorithms against the papers' claims (issue 19): rounds to a target accuracy on the
+pathological non-IID split, and Ditto's worst-10% clients.
+
+Workloads (``shards``: 2 classes per client, as in McMahan et al. and SCAFFOLD's experiments):
+
+- **digits**: scikit-learn's digits, 50 clients, 10 per round, a logistic model, E = 2, B = 20;
+- **synthetic**: FedProx's Synthetic(1, 1), 30 clients, 10 per round, the same model and schedule.
+
+For FedAvg, FedProx (μ = 0.01), SCAFFOLD (option II) and FedDyn (α = 0.01) it reports the
+rounds each seed needs to reach the dataset's target test accuracy (``null``: not within the
+run), and for Ditto (λ = 0.1) vs FedAvg the final worst-10% client accuracy on the clients' own
+held-out data (20 evaluated clients; Ditto's are its personal models, FedAvg's the global one).
+Every run is the engine's :class:`~workers.engine.runner.Simulation` with the in-memory state
+store below (the benchmark keeps no state across processes: no store on disk is needed).
+
+    python -m benchmarks algorithms --size small   # 1 seed, 30 rounds
+    python -m benchmarks algorithms --size full    # 3 seeds, 40 rounds
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import torch
+
+from benchmarks.common import Options
+from workers.engine.runner import Simulation
+from workers.engine.spec import Spec
+
+CLIENT_ALGORITHMS = {
+    "fedavg": {"name": "fedavg"},
+    "fedprox": {"name": "fedprox", "options": {"mu": 0.01}},
+    "scaffold": {"name": "scaffold"},
+    "feddyn": {"name": "feddyn", "options": {"alpha": 0.01}},
+}
+DITTO = {"name": "ditto", "options": {"lam": 0.1}}
+DATASETS = {
+    "digits": {"data": {"name": "digits", "num_clients": 50}, "target": 0.9},
+    "synthetic": {
+        "data": {"name": "synthetic", "options": {"alpha": 1.0, "beta": 1.0}, "num_clients": 30},
+        "target": 0.87,
+    },
+}
+SIZES = {"small": {"seeds": [0], "rounds": 30}, "full": {"seeds": [0, 1, 2], "rounds": 40}}
+
+
+class MemoryStore:
+    """Per-client state rows in memory (the benchmark's populations are small)."""
+
+    def __init__(self, num_clients: int, width: int):
+        self.rows = torch.zeros(num_clients, width)
+
+    def gather(self, client_ids: torch.Tensor, device: torch.device) -> torch.Tensor:
+        return self.rows[client_ids.cpu()].to(device)
+
+    def scatter(self, client_ids: torch.Tensor, rows: torch.Tensor) -> None:
+        self.rows[client_ids.cpu()] = rows.detach().cpu()
+
+    def commit(self, round_number: int) -> None:
+        pass
+
+
+def spec(dataset: str, client: dict, seed: int, rounds: int, *, personal: bool = False) -> Spec:
+    data = {**DATASETS[dataset]["data"], "partition": "shards", "shards_per_client": 2}
+    d: dict[str, Any] = {
+        "seed": seed,
+        "rounds": rounds,
+        "data": data,
+        "model": {"name": "logistic"},
+        "algorithm": {"name": "fedavg", "client": client},
+        "participation": {"clients_per_round": 10},
+        "local": {"epochs": 2, "batch_size": 20, "lr": 0.05},
+        "compute": {"device": "cpu"},
+    }
+    if personal:
+        d["data"] = {**data, "client_test_fraction": 0.3}
+        d["evaluation"] = {"clients": "cohort", "cohort_size": 20, "every": rounds}
+    return Spec.from_dict(d)
+
+
+def simulate(s: Spec) -> list:
+    torch.manual_seed(s.seed)
+    return Simulation(s, client_state=lambda name, n, width: MemoryStore(n, width)).run()
+
+
+def rounds_to(target: float, results) -> int | None:
+    return next((r.round for r in results if r.test_accuracy is not None and r.test_accuracy >= target), None)
+
+
+def run(opts: Options) -> dict[str, Any]:
+    size = SIZES[opts.size]
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    table: dict[str, Any] = {}
+    for dataset, info in DATASETS.items():
+        rows: dict[str, Any] = {}
+        for name, client in CLIENT_ALGORITHMS.items():
+            per_seed = [
+                rounds_to(info["target"], simulate(spec(dataset, client, s, size["rounds"]))) for s in size["seeds"]
+            ]
+            reached = [r for r in per_seed if r is not None]
+            rows[name] = {
+                "rounds_to_target": per_seed,
+                "median": statistics.median(reached) if len(reached) == len(per_seed) else None,
+            }
+        worst = {}
+        for name, client in (("fedavg", CLIENT_ALGORITHMS["fedavg"]), ("ditto", DITTO)):
+            finals = [simulate(spec(dataset, client, s, size["rounds"], personal=True))[-1] for s in size["seeds"]]
+            worst[name] = [r.client_accuracy_worst10 for r in finals]
+        table[dataset] = {"target": info["target"], "rounds": size["rounds"], "algorithms": rows, "worst10": worst}
+    wall = time.perf_counter() - t0
+    base = table["digits"]["algorithms"]["fedavg"]["median"]
+    best = table["digits"]["algorithms"]["scaffold"]["median"]
+    ratio = base / best if base and best else None
+    return {
+        "device": "cpu",
+        "precision": "fp32",
+        "wall_seconds": wall,
+        "rounds_per_hour": None,
+        "samples_per_s": None,
+        "achieved_tflops": None,
+        "peak_tflops": None,
+        "peak_fraction": None,
+        "peak_vram_mb": None,
+        "peak_rss_mb": None,
+        "anchor": "FedAvg's client on the same split and seeds (rounds to the target)",
+        "anchor_ratio": ratio,
+        "anchor_summary": f"digits: FedAvg/SCAFFOLD rounds to target {ratio:.2f}x" if ratio else "digits: not reached",
+        "seeds": size["seeds"],
+        "note": "accuracy study: wall time is the whole benchmark on a shared, loaded 2-core machine",
+        "results": table,
+    }
