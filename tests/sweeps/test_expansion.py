@@ -45,11 +45,8 @@ def test_it_sweeps_a_choice_field_and_rederives_what_depends_on_it():
 def test_it_names_the_field_and_the_point_of_an_invalid_value():
     with pytest.raises(SweepError) as e:
         expand(BASE, {"algorithm.mu": [0, -1], "seed": [0, 1]})
-    # The old axis algorithm.mu sets the fedprox client algorithm's option (issue 19): the error names it.
-    assert list(e.value.errors) == ["spec.algorithm.client.options.mu"]
-    assert e.value.errors["spec.algorithm.client.options.mu"][0].startswith(
-        "point mu=-1 seed=0: algorithm.client.options.mu"
-    )
+    assert list(e.value.errors) == ["spec.algorithm.mu"]
+    assert e.value.errors["spec.algorithm.mu"][0].startswith("point mu=-1 seed=0: algorithm.mu")
 
 
 def test_it_refuses_a_base_with_an_old_key_its_component_lacks_naming_the_real_options():

@@ -93,11 +93,11 @@ def _upgrade_mu(d: dict, strict: bool) -> dict:
             options = client.get("options")
             if isinstance(options, dict) and set(options) == {OLD_MU_KEY}:
                 client["name"] = MU_ALGORITHM
+                _check_old_mu(options[OLD_MU_KEY], strict)  # named as it was written
         return d
     mu = d.pop(OLD_MU_KEY)
     number = isinstance(mu, (int, float)) and not isinstance(mu, bool)
-    if strict and number and mu < 0:
-        raise SpecError("algorithm.mu", "must be >= 0")
+    _check_old_mu(mu, strict)
     current = client.get("name") if isinstance(client, dict) else None
     if current is not None and current != plain and OLD_MU_KEY not in _option_names("algorithm", current):
         if strict and not (number and mu == 0):
@@ -107,6 +107,11 @@ def _upgrade_mu(d: dict, strict: bool) -> dict:
         return d
     d["client"] = {"name": plain} if number and mu == 0 else {"name": MU_ALGORITHM, "options": {OLD_MU_KEY: mu}}
     return d
+
+
+def _check_old_mu(mu: Any, strict: bool) -> None:
+    if strict and isinstance(mu, (int, float)) and not isinstance(mu, bool) and mu < 0:
+        raise SpecError("algorithm.mu", "must be >= 0")
 
 
 def legacy_field(dotted: str) -> str | None:
