@@ -8,7 +8,7 @@ Workloads (``shards``: 2 classes per client, as in McMahan et al. and SCAFFOLD's
 
 For FedAvg, FedProx (μ = 0.01), SCAFFOLD (option II) and FedDyn (α = 0.01) it reports the
 rounds each seed needs to reach the dataset's target test accuracy (``null``: not within the
-run), and for Ditto (λ = 0.1) vs FedAvg the final worst-10% client accuracy on the clients' own
+run; digits: 0.9; Synthetic: 95% of the best accuracy any of the four reached on that seed), and for Ditto (λ = 0.1) vs FedAvg the final worst-10% client accuracy on the clients' own
 held-out data (20 evaluated clients; Ditto's are its personal models, FedAvg's the global one).
 Every run is the engine's :class:`~workers.engine.runner.Simulation` with the in-memory state
 store below (the benchmark keeps no state across processes: no store on disk is needed).
@@ -38,9 +38,11 @@ CLIENT_ALGORITHMS = {
 DITTO = {"name": "ditto", "options": {"lam": 0.1}}
 DATASETS = {
     "digits": {"data": {"name": "digits", "num_clients": 50}, "target": 0.9},
+    # Each seed draws another Synthetic(1, 1) population, whose attainable accuracy differs (about
+    # 0.75 to 0.9 here): its target is relative, a share of the best accuracy any algorithm reached.
     "synthetic": {
         "data": {"name": "synthetic", "options": {"alpha": 1.0, "beta": 1.0}, "num_clients": 30},
-        "target": 0.87,
+        "relative_target": 0.95,
     },
 }
 SIZES = {"small": {"seeds": [0], "rounds": 30}, "full": {"seeds": [0, 1, 2], "rounds": 40}}
@@ -95,25 +97,35 @@ def run(opts: Options) -> dict[str, Any]:
     t0 = time.perf_counter()
     table: dict[str, Any] = {}
     for dataset, info in DATASETS.items():
-        rows: dict[str, Any] = {}
-        for name, client in CLIENT_ALGORITHMS.items():
-            per_seed = [
-                rounds_to(info["target"], simulate(spec(dataset, client, s, size["rounds"]))) for s in size["seeds"]
+        runs = {
+            name: [simulate(spec(dataset, c, s, size["rounds"])) for s in size["seeds"]]
+            for name, c in CLIENT_ALGORITHMS.items()
+        }
+        targets = [info.get("target") for _ in size["seeds"]]
+        if "relative_target" in info:
+            ceiling = [
+                max(r.test_accuracy for results in runs.values() for r in results[i]) for i in range(len(targets))
             ]
+            targets = [info["relative_target"] * b for b in ceiling]
+        rows: dict[str, Any] = {}
+        for name, per_run in runs.items():
+            per_seed = [rounds_to(t, results) for t, results in zip(targets, per_run, strict=True)]
             reached = [r for r in per_seed if r is not None]
             rows[name] = {
                 "rounds_to_target": per_seed,
                 "median": statistics.median(reached) if len(reached) == len(per_seed) else None,
+                "final_accuracy": [results[-1].test_accuracy for results in per_run],
             }
         worst = {}
         for name, client in (("fedavg", CLIENT_ALGORITHMS["fedavg"]), ("ditto", DITTO)):
             finals = [simulate(spec(dataset, client, s, size["rounds"], personal=True))[-1] for s in size["seeds"]]
             worst[name] = [r.client_accuracy_worst10 for r in finals]
-        table[dataset] = {"target": info["target"], "rounds": size["rounds"], "algorithms": rows, "worst10": worst}
+        table[dataset] = {"targets": targets, "rounds": size["rounds"], "algorithms": rows, "worst10": worst}
     wall = time.perf_counter() - t0
     base = table["digits"]["algorithms"]["fedavg"]["median"]
     best = table["digits"]["algorithms"]["scaffold"]["median"]
     ratio = base / best if base and best else None
+    settings = {"clients_per_round": 10, "epochs": 2, "batch_size": 20, "lr": 0.05, "model": "logistic"}
     return {
         "device": "cpu",
         "precision": "fp32",
@@ -129,6 +141,7 @@ def run(opts: Options) -> dict[str, Any]:
         "anchor_ratio": ratio,
         "anchor_summary": f"digits: FedAvg/SCAFFOLD rounds to target {ratio:.2f}x" if ratio else "digits: not reached",
         "seeds": size["seeds"],
+        "settings": {**settings, "client_algorithms": CLIENT_ALGORITHMS, "ditto": DITTO},
         "note": "accuracy study: wall time is the whole benchmark on a shared, loaded 2-core machine",
         "results": table,
     }
