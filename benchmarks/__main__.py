@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks import (
+    algorithms,
     client_log,
     client_state,
     e2e_overhead,
@@ -51,11 +52,13 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "client_log": client_log.run,
     "ingest_live": ingest_live.run,
     "e2e_overhead": e2e_overhead.run,
+    "algorithms": algorithms.run,
 }
-# Left out of `all`: they need a Redis and start worker or daphne processes, or (client_log) time no engine,
-# or (client_state) write and read tens of GB of per-client rows over minutes.
+# Left out of `all`: they need a Redis and start worker or daphne processes, or (client_log, algorithms)
+# time no engine, or (client_state) write and read tens of GB of per-client rows over minutes.
 NOT_IN_ALL = {
     "shards", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead", "client_state", "ingest_live",
+    "algorithms",
 }  # fmt: skip
 
 

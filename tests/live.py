@@ -23,7 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # The example plugin package (examples/fedweb-plugin-example), as tests load it with FEDWEB_PLUGINS.
 EXAMPLE_DIR = ROOT / "examples" / "fedweb-plugin-example"
 EXAMPLE_PLUGIN = "fedweb_plugin_example"
-EXAMPLE_COMPONENTS = [("model", "resnet_small"), ("dataset", "stripes"), ("strategy", "fedavg_clipped")]
+EXAMPLE_COMPONENTS = [
+    ("model", "resnet_small"),
+    ("dataset", "stripes"),
+    ("strategy", "fedavg_clipped"),
+    ("algorithm", "clipped_steps"),
+]
 
 
 class EmbeddedRedis:

@@ -52,7 +52,8 @@ def test_it_shows_and_hides_fields_as_the_selection_changes(page, alice, daphne)
         "algorithm.options.fedadam.beta1",
         "communication.uplink.options.topk.ratio",
     ) == [False, False, False, False]
-    assert visible(page, "algorithm.mu") == [True]  # the proximal term applies to every algorithm
+    # The client algorithm applies to every server strategy; FedProx's μ is its fedprox option (issue 19).
+    assert visible(page, "algorithm.client.name", "algorithm.client.options.fedprox.mu") == [True, False]
     assert shown(page) == expected(page)
 
     mlp, vgg = "model.options.mlp.", "model.options.vgg."

@@ -51,8 +51,13 @@ def test_it_names_only_choice_fields_and_their_choices_in_every_rule():
         ),
         (
             {"algorithm": {"name": "fedavg"}},
-            ["algorithm.mu"],
-            ["algorithm.options.fedavgm.momentum", "algorithm.options.fedadam.beta2"],
+            ["algorithm.client.name"],
+            ["algorithm.options.fedavgm.momentum", "algorithm.client.options.fedprox.mu"],
+        ),
+        (
+            {"algorithm": {"name": "fedadam", "client": {"name": "fedprox"}}},  # FedProx's μ is its client's option
+            ["algorithm.client.options.fedprox.mu", "algorithm.options.fedadam.beta2"],
+            ["algorithm.client.options.feddyn.alpha", "algorithm.client.options.ditto.lam"],
         ),
         (
             {"communication": {"uplink": "topk"}},  # a flat spec: the bare codec name

@@ -12,10 +12,14 @@ import torch
 
 from tests.live import EXAMPLE_COMPONENTS, EXAMPLE_DIR, EXAMPLE_PLUGIN, ROOT
 from workers.engine import registry, vmap_probe
-from workers.engine.client import LocalConfig, VectorTrainer
+from workers.engine.algorithms import build_algorithm
+from workers.engine.client import LocalConfig, VectorTrainer, sgd_update_
 from workers.engine.data.base import FederatedData
 from workers.engine.evaluation import evaluate
 from workers.engine.plan import plan_groups, sample_cohort
+from workers.engine.provenance import spec_provenance
+from workers.engine.runner import Simulation
+from workers.engine.spec import Spec
 
 EXAMPLE, PACKAGE, COMPONENTS = EXAMPLE_DIR, EXAMPLE_PLUGIN, EXAMPLE_COMPONENTS
 
@@ -105,9 +109,41 @@ def test_the_clipped_strategy_scales_large_updates_to_max_norm_and_passes_small_
     assert strategy.state_dict() == {}  # no buffers to checkpoint
 
 
+def test_the_client_algorithm_clips_each_clients_step_to_max_norm(example):
+    options = _options("algorithm", "clipped_steps", max_norm=1.0)
+    algorithm = build_algorithm("clipped_steps", options, num_params=3, device="cpu", lr=0.5)
+    assert algorithm.corrects and algorithm.trivial  # a per-step rule, no state: runs on every path
+    w, start = torch.zeros(2, 3), torch.zeros(3)
+    g = torch.tensor([[3.0, 4.0, 0.0], [0.3, 0.4, 0.0]])  # norms 5 and 0.5
+    sgd_update_(w, g, start, None, torch.ones(2), LocalConfig(lr=0.5), lambda g, w, s: algorithm.correct(g, w, s, None))
+    assert torch.allclose(w, torch.tensor([[-0.3, -0.4, 0.0], [-0.15, -0.2, 0.0]]))
+
+
+def test_the_client_algorithm_runs_vectorised_in_a_simulation(example):
+    spec = Spec.from_dict(
+        {
+            "rounds": 2,
+            "data": {"name": "digits", "num_clients": 6},
+            "model": {"name": "logistic"},
+            "algorithm": {"name": "fedadam", "client": {"name": "clipped_steps", "options": {"max_norm": 0.5}}},
+            "participation": {"clients_per_round": 4},
+            "compute": {"device": "cpu", "training": "vectorized"},
+        }
+    )
+    sim = Simulation(spec)
+    assert sim.vectorised and sim.replicas[0].trainer.algorithm.options.max_norm == 0.5
+    assert all(r.test_accuracy is not None for r in sim.run())
+    assert [p["name"] for p in spec_provenance(spec)] == ["clipped_steps"]
+
+
 def test_installed_plugins_reports_the_package_with_its_source_hash(example):
     [info] = [p for p in registry.installed_plugins() if p["name"] == PACKAGE]
-    assert info["components"] == ["dataset:stripes", "model:resnet_small", "strategy:fedavg_clipped"]
+    assert info["components"] == [
+        "algorithm:clipped_steps",
+        "dataset:stripes",
+        "model:resnet_small",
+        "strategy:fedavg_clipped",
+    ]
     assert len(info["hash"]) == 16 and info["hash"] == registry.source_hash(PACKAGE)
     assert info["version"] is None  # on sys.path, not pip-installed: no distribution to ask
     used = registry.spec_plugins({"model": "resnet_small", "strategy": "fedavg_clipped"})
@@ -136,7 +172,11 @@ def test_the_engine_cli_runs_a_spec_naming_the_plugin_components(tmp_path):
             "num_clients": 4,
             "partition": "natural",
         },
-        "algorithm": {"name": "fedavg_clipped", "options": {"max_norm": 5.0}},
+        "algorithm": {
+            "name": "fedavg_clipped",
+            "options": {"max_norm": 5.0},
+            "client": {"name": "clipped_steps", "options": {"max_norm": 2.0}},
+        },
         "participation": {"clients_per_round": 4},
         "local": {"epochs": 1, "batch_size": 16, "lr": 0.05},
         "compute": {"device": "cpu"},

@@ -33,7 +33,8 @@ def _finish(sweep: Sweep, accuracy_of) -> None:
     """Record 3 rounds for each run, the accuracy a function of (mu, seed)."""
     for e in sweep.experiments.all():
         for n in (1, 2, 3):
-            acc = accuracy_of(e.spec["algorithm"]["mu"], e.spec["seed"]) * n / 3
+            mu = e.spec["algorithm"]["client"]["options"]["mu"]  # algorithm.mu: the fedprox client's option
+            acc = accuracy_of(mu, e.spec["seed"]) * n / 3
             RoundMetric.record(e, round_result(n, test_accuracy=acc))
         Experiment.objects.filter(pk=e.pk).update(current_round=3, status="completed")
 
@@ -94,7 +95,7 @@ def test_it_creates_a_sweep_from_the_new_experiment_form_s_component_fields(alic
     assert response.status_code == 302, response.context["form"].errors
     sweep = Sweep.objects.get(name="from fields")
     assert sweep.base_spec["model"] == {"name": "mlp", "options": {"hidden": 16}} and sweep.base_spec["rounds"] == 4
-    assert sorted(e.spec["algorithm"]["mu"] for e in sweep.experiments.all()) == [0.0, 1.0]
+    assert sorted(e.spec["algorithm"]["client"]["options"]["mu"] for e in sweep.experiments.all()) == [0.0, 1.0]
 
     bad = alice.post(reverse("sweep_new"), {**fields, **sweep_fields, "rounds": "0", "name": "bad"})
     assert "rounds must be >= 1" in " ".join(bad.context["form"].errors["rounds"])  # beside its own field
@@ -140,7 +141,8 @@ def test_it_groups_compared_runs_by_the_fields_that_differ(alice, user, enqueued
     _finish(sweep, lambda mu, seed: 0.4 + 0.2 * mu + 0.02 * seed)
     ids = ",".join(str(pk) for pk in sweep.experiments.values_list("pk", flat=True))
     page = alice.get(reverse("experiment_compare") + f"?ids={ids}&group=1")
-    assert page.context["group_fields"] == ["algorithm.mu"]  # the seed is pooled, not a group
+    # The seed is pooled, not a group; the swept algorithm.mu is stored as the fedprox client's option.
+    assert page.context["group_fields"] == ["algorithm.client.options.mu"]
     groups = {g["label"]: g for g in page.context["groups"]}
     assert set(groups) == {"mu=0.0", "mu=1.0"} and len(groups["mu=1.0"]["runs"]) == 2
     assert groups["mu=1.0"]["final_accuracy"][0] == pytest.approx(0.61)

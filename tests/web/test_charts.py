@@ -154,7 +154,8 @@ def test_it_draws_the_grouped_runs_as_mean_and_std_bands_per_configuration(alice
     for e in runs:
         spread = 0.02 * e.spec["seed"]
         for n in (1, 2):
-            RoundMetric.record(e, round_result(n, test_accuracy=0.1 * n + e.spec["algorithm"]["mu"] / 10 + spread))
+            mu = e.spec["algorithm"]["client"]["options"]["mu"]  # algorithm.mu is the fedprox client option now
+            RoundMetric.record(e, round_result(n, test_accuracy=0.1 * n + mu / 10 + spread))
     charts = alice_client.get("/compare/?group=1&ids=" + ",".join(str(e.pk) for e in runs)).context["charts"]
     grouped = charts["figures"]["grp-accuracy"]
     assert grouped["own_x"] is True  # pooled runs share rounds, not MB or seconds

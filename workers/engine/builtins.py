@@ -11,4 +11,5 @@ from workers.engine.models import logistic, mlp, cnn, vgg, lm
 from workers.engine.data import digits, synthetic, images, emnist, cifar10, tokens, npz
 from workers.engine.strategies import fedavg, fedavgm, fedprox, fedadam, fedyogi, fedadagrad
 from workers.engine import codec_components
+from workers.engine.algorithms import fedavg as fedavg_client, fedprox as fedprox_client, scaffold, feddyn, ditto
 from workers.engine.strategies import robust  # median, trimmed_mean, krum

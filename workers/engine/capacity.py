@@ -36,7 +36,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from workers.engine import registry
-from workers.engine.client import can_vectorise, vectorises_well_on_cpu
 from workers.engine.data.shapes import dataset_bytes, input_shape_of
 from workers.engine.models import construct
 from workers.engine.plan import bucket
@@ -44,6 +43,7 @@ from workers.engine.spec import ModelSpec, Spec, SpecError
 from workers.engine.strategies import needs_updates
 from workers.engine.strategies.robust import BLOCK_SCRATCH_BYTES
 from workers.engine.validation import build
+from workers.engine.vectorise import can_vectorise, vectorises_well_on_cpu
 
 BACKWARD_FACTOR = 2  # the backward pass allocates about as much again as the forward saved
 EVAL_FACTOR = 3  # evaluation holds a layer's input, its output and the loss's copy at once

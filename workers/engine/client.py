@@ -1,7 +1,8 @@
 """Client training: local SGD for a group of clients, vectorised with torch.func or one by one.
 
 Both trainers start every client from the model it received, follow the same :class:`GroupPlan`
-and apply the same update rule (:func:`sgd_update_`), so they produce the same weights up to
+and apply the same update rule (:func:`sgd_update_`, with the client algorithm's per-step
+correction: see :mod:`workers.engine.algorithms.base`), so they produce the same weights up to
 floating-point reordering. Client weights live in a preallocated ``[G, P]`` buffer on the device;
 nothing is allocated per client or per round beyond the autograd temporaries of a step, whose
 shapes depend only on the group's slot count.
@@ -9,6 +10,7 @@ shapes depend only on the group's slot count.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -17,18 +19,20 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from workers.engine.algorithms.base import ClientAlgorithm, GroupContext
 from workers.engine.data.base import FederatedData, as_input, gather
-from workers.engine.plan import GroupPlan, bucket
+from workers.engine.plan import GroupPlan
+from workers.engine.vectorise import active_windows
 
 
 @dataclass(frozen=True)
 class LocalConfig:
-    """The local-training knobs, taken from the spec's ``local``, ``algorithm`` and ``compute``."""
+    """The local-training knobs, taken from the spec's ``local`` and ``compute`` (FedProx's μ, once
+    here, is the ``fedprox`` client algorithm's option now)."""
 
     lr: float
     momentum: float = 0.0
     weight_decay: float = 0.0
-    mu: float = 0.0  # FedProx proximal term
     precision: str = "fp32"  # fp32 | bf16 | fp16
 
 
@@ -85,16 +89,18 @@ def sgd_update_(
     buf: torch.Tensor | None,
     active: torch.Tensor,
     cfg: LocalConfig,
+    correct: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None,
 ) -> None:
     """One SGD step on flat weights ``w`` [G, P] in place; rows with ``active == 0`` keep their weights.
 
-    ``g`` is the loss gradient (overwritten); ``start`` the weights the clients received (FedProx's
-    proximal anchor, [P] or [G, P]); ``buf`` the momentum buffer (PyTorch's SGD rule, dampening 0).
+    ``g`` is the loss gradient (overwritten); ``start`` the weights the clients received (a
+    proximal anchor, [P] or [G, P]); ``buf`` the momentum buffer (PyTorch's SGD rule, dampening 0);
+    ``correct(g, w, start)`` the client algorithm's gradient correction (after weight decay).
     """
     if cfg.weight_decay:
         g.add_(w, alpha=cfg.weight_decay)
-    if cfg.mu:
-        g.add_(w - start, alpha=cfg.mu)
+    if correct is not None:
+        correct(g, w, start)
     if buf is not None:
         buf.mul_(cfg.momentum).add_(g)
         g = buf
@@ -156,10 +162,18 @@ class LossScaler:
 class VectorTrainer:
     """Trains up to ``group_size`` clients at once with ``vmap(grad(loss))`` over stacked weights."""
 
-    def __init__(self, model: nn.Module, group_size: int, cfg: LocalConfig, device: torch.device):
+    def __init__(
+        self,
+        model: nn.Module,
+        group_size: int,
+        cfg: LocalConfig,
+        device: torch.device,
+        algorithm: ClientAlgorithm | None = None,
+    ):
         self.model = model
         self.cfg = cfg
         self.device = device
+        self.algorithm = algorithm
         self.names, self.shapes, self.sizes = flat_layout(model)
         P = sum(self.sizes)
         self.W = torch.empty(group_size, P, device=device)
@@ -214,22 +228,45 @@ class VectorTrainer:
         batches ``x``/``y`` [slots, B, ...], as stored; what :meth:`train` runs per step."""
         return self._step_fn(w.shape[0])(w, as_input(x), y, mask)
 
-    def train(self, start: torch.Tensor, plan: GroupPlan, data: FederatedData) -> GroupOutput:
-        """Train the plan's clients from ``start`` [P] (or [slots, P]); return their deltas."""
+    def train(
+        self, start: torch.Tensor, plan: GroupPlan, data: FederatedData, ctx: GroupContext | None = None
+    ) -> GroupOutput:
+        """Train the plan's clients from ``start`` [P] (or [slots, P]); return their deltas.
+
+        ``ctx`` carries the client algorithm's server buffers and the clients' state rows; a
+        personal model (Ditto) is trained first, on the same batches, and written into its rows.
+        """
         slots = plan.idx.shape[0]
         W = self.W[:slots]
-        W.copy_(start.expand(slots, -1) if start.dim() == 1 else start)
-        buf = None
-        if self.buf is not None:
-            buf = self.buf[:slots]
-            buf.zero_()
         # Indices go where the data is (the GPU, or the host when the data stays pinned there);
         # the masks go where the arithmetic is.
         idx = plan.idx.to(data.device, non_blocking=True)
         mask = plan.mask.to(self.device, non_blocking=True)
         active = plan.active.to(self.device, non_blocking=True)
+        windows = active_windows(plan.active)
+        algorithm, ctx = self.algorithm, ctx or GroupContext()
+        if algorithm is not None and algorithm.personal is not None:
+            rows = ctx.state[algorithm.personal]
+            P = W.shape[1]
+            W.copy_(torch.where(rows[:, P:] > 0, rows[:, :P], start))  # never trained: start from the model
+            self._local_sgd(W, start, idx, mask, active, windows, data, None, algorithm.correct_personal, ctx)
+            rows[:, :P].copy_(W)
+            rows[:, P].fill_(1.0)
+        W.copy_(start.expand(slots, -1) if start.dim() == 1 else start)
         loss_sum = torch.zeros(slots, device=self.device)
-        for t, (lo, hi) in enumerate(active_windows(plan.active)):
+        correct = algorithm.correct if algorithm is not None and algorithm.corrects else None
+        self._local_sgd(W, start, idx, mask, active, windows, data, loss_sum, correct, ctx)
+        W.sub_(start)
+        return GroupOutput(delta=W, loss_sum=loss_sum, steps=active.sum(dim=1), samples=mask.sum())
+
+    def _local_sgd(self, W, start, idx, mask, active, windows, data, loss_sum, correct, ctx) -> None:
+        """The plan's local steps on ``W`` [slots, P] in place (``loss_sum`` [slots] collects losses)."""
+        buf = None
+        if self.buf is not None:
+            buf = self.buf[: W.shape[0]]
+            buf.zero_()
+        step_correction = None
+        for t, (lo, hi) in enumerate(windows):
             # Only the window of slots that still have steps is computed (clients are sorted by
             # step count, so it shrinks as short clients finish); its size is a power of two.
             rows = idx[lo:hi, t]
@@ -238,10 +275,11 @@ class VectorTrainer:
             g, loss = self._step_fn(hi - lo)(W[lo:hi], x, y, mask[lo:hi, t])
             a = self.scaler.unscale_and_check(g, active[lo:hi, t])
             anchor = start if start.dim() == 1 else start[lo:hi]
-            sgd_update_(W[lo:hi], g, anchor, None if buf is None else buf[lo:hi], a, self.cfg)
-            loss_sum[lo:hi].add_(loss * active[lo:hi, t])
-        W.sub_(start)
-        return GroupOutput(delta=W, loss_sum=loss_sum, steps=active.sum(dim=1), samples=mask.sum())
+            if correct is not None:
+                step_correction = _bound(correct, ctx.window(lo, hi))
+            sgd_update_(W[lo:hi], g, anchor, None if buf is None else buf[lo:hi], a, self.cfg, step_correction)
+            if loss_sum is not None:
+                loss_sum[lo:hi].add_(loss * active[lo:hi, t])
 
 
 class SequentialTrainer:
@@ -254,10 +292,18 @@ class SequentialTrainer:
     starting weights is one copy and the update rule is the same flat :func:`sgd_update_`.
     """
 
-    def __init__(self, model: nn.Module, group_size: int, cfg: LocalConfig, device: torch.device):
+    def __init__(
+        self,
+        model: nn.Module,
+        group_size: int,
+        cfg: LocalConfig,
+        device: torch.device,
+        algorithm: ClientAlgorithm | None = None,
+    ):
         self.model = model
         self.cfg = cfg
         self.device = device
+        self.algorithm = algorithm
         P = sum(p.numel() for p in model.parameters())
         self.w = torch.empty(P, device=device)
         bind_flat(model, self.w)
@@ -280,7 +326,9 @@ class SequentialTrainer:
     def cache_info(self) -> dict[str, int]:
         return {}
 
-    def train(self, start: torch.Tensor, plan: GroupPlan, data: FederatedData) -> GroupOutput:
+    def train(
+        self, start: torch.Tensor, plan: GroupPlan, data: FederatedData, ctx: GroupContext | None = None
+    ) -> GroupOutput:
         slots = plan.idx.shape[0]
         loss_sum = torch.zeros(slots, device=self.device)
         # Step counts and batch sizes are read on the host, once per group, from the plan's host
@@ -290,24 +338,24 @@ class SequentialTrainer:
         steps_host = plan.active.sum(dim=1).to(torch.int64).tolist()
         counts = plan.mask.sum(dim=2).to(torch.int64).tolist()
         idx = plan.idx.to(data.device, non_blocking=True)
-        w = self.w.unsqueeze(0)
-        one = torch.ones(1, device=self.device)
+        algorithm, ctx = self.algorithm, ctx or GroupContext()
+        personal = algorithm.personal if algorithm is not None else None
+        correct = algorithm.correct if algorithm is not None and algorithm.corrects else None
+        P = self.w.shape[0]
         for i in range(plan.real):
             anchor = start if start.dim() == 1 else start[i]
-            self.w.copy_(anchor)
-            if self.buf is not None:
-                self.buf.zero_()
-            for t in range(steps_host[i]):
-                rows = idx[i, t, : counts[i][t]]
-                with _autocast(self.device, self.cfg.precision):
-                    out = self.model(as_input(gather(data.x_train, rows, self.device)))
-                loss = task_loss(out, gather(data.y_train, rows, self.device)).mean()
-                self.g.zero_()
-                (loss * self.scaler.factor).backward()
+            mine = ctx.window(i, i + 1)
+            if personal is not None:  # the personal model first, on the same batches (Ditto)
+                row = ctx.state[personal][i]
                 with torch.no_grad():
-                    a = self.scaler.unscale_and_check(self.g, one)
-                    sgd_update_(w, self.g, anchor, self.buf, a, self.cfg)
-                    loss_sum[i] += loss.detach()
+                    self.w.copy_(torch.where(row[P] > 0, row[:P], anchor))
+                self._local_sgd(i, anchor, steps_host[i], counts[i], idx, data, None, algorithm.correct_personal, mine)
+                with torch.no_grad():
+                    row[:P].copy_(self.w)
+                    row[P] = 1.0
+            with torch.no_grad():
+                self.w.copy_(anchor)
+            self._local_sgd(i, anchor, steps_host[i], counts[i], idx, data, loss_sum, correct, mine)
             with torch.no_grad():
                 torch.sub(self.w, anchor, out=self.out[i])
         self.out[plan.real : slots].zero_()  # padding slots carry weight 0; keep them finite
@@ -315,39 +363,31 @@ class SequentialTrainer:
         samples = plan.mask.sum().to(self.device, non_blocking=True)
         return GroupOutput(delta=self.out[:slots], loss_sum=loss_sum, steps=steps, samples=samples)
 
-
-def active_windows(active: torch.Tensor) -> list[tuple[int, int]]:
-    """For each step, a slot range [lo, hi) holding every client still active at that step.
-
-    ``active`` is the plan's [slots, T] host mask. The range has a power-of-two length (see
-    :func:`workers.engine.plan.bucket`), so the set of shapes stays bounded.
-    """
-    slots = active.shape[0]
-    windows = []
-    for column in active.t().bool():
-        found = column.nonzero()
-        if len(found) == 0:
-            windows.append((0, bucket(1, slots)))
-            continue
-        first, last = int(found[0]), int(found[-1]) + 1
-        size = bucket(last - first, slots)
-        lo = max(0, last - size)
-        windows.append((lo, lo + size))
-    return windows
-
-
-def can_vectorise(model: nn.Module) -> bool:
-    """Whether vmap may train ``model``: it says so, or says nothing (a plugin's model, probed when
-    the simulation starts: see :mod:`workers.engine.vmap_probe`) and has no buffers."""
-    declared = getattr(model, "vmappable", None)
-    if declared is None:
-        return not any(True for _ in model.buffers())
-    return bool(declared)
+    def _local_sgd(self, i, anchor, steps, counts, idx, data, loss_sum, correct, ctx) -> None:
+        """Client ``i``'s local steps on ``self.w`` in place (``loss_sum[i]`` collects its losses)."""
+        w = self.w.unsqueeze(0)
+        one = torch.ones(1, device=self.device)
+        if self.buf is not None:
+            self.buf.zero_()
+        step_correction = None if correct is None else _bound(correct, ctx)
+        for t in range(steps):
+            rows = idx[i, t, : counts[t]]
+            with _autocast(self.device, self.cfg.precision):
+                out = self.model(as_input(gather(data.x_train, rows, self.device)))
+            loss = task_loss(out, gather(data.y_train, rows, self.device)).mean()
+            self.g.zero_()
+            (loss * self.scaler.factor).backward()
+            with torch.no_grad():
+                a = self.scaler.unscale_and_check(self.g, one)
+                sgd_update_(w, self.g, anchor, self.buf, a, self.cfg, step_correction)
+                if loss_sum is not None:
+                    loss_sum[i] += loss.detach()
 
 
-def vectorises_well_on_cpu(model: nn.Module) -> bool:
-    """Dense feed-forward models: on a CPU, vmap makes convolutions grouped (slow in oneDNN); a
-    language model vectorises (its attention is written out) but has not been measured faster
-    vectorised on a CPU; so both train one by one there (on a GPU they are vectorised)."""
-    has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
-    return not has_conv and not getattr(model, "takes_tokens", False)
+def _bound(correct, ctx: GroupContext):
+    """``correct(g, w, start)`` with the step's context bound (the form :func:`sgd_update_` calls)."""
+
+    def step_correction(g: torch.Tensor, w: torch.Tensor, start: torch.Tensor) -> None:
+        correct(g, w, start, ctx)
+
+    return step_correction

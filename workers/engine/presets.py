@@ -82,7 +82,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                 "partition": "natural",
             },
             "model": {"name": "logistic"},
-            "algorithm": {"name": "fedprox", "mu": 1.0},
+            "algorithm": {"name": "fedprox", "client": {"name": "fedprox", "options": {"mu": 1.0}}},
             "participation": {"clients_per_round": 10},
             "local": {"epochs": 20, "batch_size": 10, "lr": 0.01},
             "heterogeneity": {"straggler_fraction": 0.9, "straggler_policy": "partial"},

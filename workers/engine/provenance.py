@@ -46,6 +46,7 @@ def components_used(spec: Any) -> dict[str, list[str]]:
         "model": [_name(_get(spec, "model"))],
         "dataset": [_name(_get(data, "name")) or _name(_get(data, "dataset"))],
         "strategy": [_name(_get(spec, "algorithm"))],
+        "algorithm": [_name(_get(_get(spec, "algorithm"), "client"))],  # the client algorithm
         "codec": [_name(_get(communication, "uplink")), _name(_get(communication, "downlink"))],
     }
     return {kind: list(dict.fromkeys(n for n in names if n)) for kind, names in found.items() if any(names)}

@@ -36,6 +36,11 @@ The contract per kind (the public API; keep these signatures):
     round's ``[clients, params]`` tensor. ``state_dict()``/``load_state_dict()`` carry its
     buffers through checkpoints (subclass ``workers.engine.strategies.FedAvg`` to get them).
     ``moments`` is how many P-sized buffers it keeps (the capacity estimate counts them).
+``algorithm(name, options=None)``
+    A client algorithm (what clients do in local training, beside the server's strategy): a
+    subclass of ``workers.engine.algorithms.ClientAlgorithm`` (or a function returning one),
+    called as ``fn(*, num_params, device, lr, options)``. Its hooks work on the engine's flat
+    ``[G, P]`` tensors: see :mod:`workers.engine.algorithms.base` and docs/plugins.md.
 ``codec(name, options=None, *, codec_id)``
     ``fn(layout: list[int], options) -> workers.engine.codecs.Codec``; ``codec_id`` (1..255,
     unique) is the byte that names the codec in the wire header.
@@ -52,7 +57,6 @@ This module is the only place that lists component names: every other list is re
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib
 import importlib.metadata
 import inspect
@@ -66,8 +70,9 @@ from typing import Any
 from workers.engine import validation
 from workers.engine.fields import spec_field
 from workers.engine.option_checks import OptionMetadataError, check_options
+from workers.engine.plugin_sources import distribution_version, hash_files
 
-KINDS = ("model", "dataset", "strategy", "codec")
+KINDS = ("model", "dataset", "strategy", "codec", "algorithm")
 BUILTIN_PACKAGE = "workers.engine"
 # Imported (once) before the registry is first read: they register the built-ins.
 _BUILTIN_MODULES = ("workers.engine.builtins",)
@@ -207,7 +212,7 @@ def _check_codec_id(name: str, codec_id: Any) -> None:
             raise RegistryError(f"codec {name!r}: codec_id {codec_id} is already used by {other.name!r}")
 
 
-# -- the four decorators (the public contract) -------------------------------------------------
+# -- the decorators (the public contract) -------------------------------------------------
 
 
 def model(name: str, options: type | None = None, *, task: str = "classification", vmappable: bool | None = None):
@@ -254,6 +259,11 @@ def strategy(
 def codec(name: str, options: type | None = None, *, codec_id: int | None = None):
     """Register ``fn(layout, options) -> Codec`` as codec ``name``, named on the wire by ``codec_id``."""
     return _register("codec", name, options, {"codec_id": codec_id})
+
+
+def algorithm(name: str, options: type | None = None):
+    """Register ``fn(*, num_params, device, lr, options) -> ClientAlgorithm`` as client algorithm ``name``."""
+    return _register("algorithm", name, options, {})
 
 
 # -- reading the registry ---------------------------------------------------------------------
@@ -319,7 +329,7 @@ def plugin_of(module: str) -> str:
 def plugin_info(plugin: str) -> dict[str, Any]:
     """``{"version", "hash"}`` of a plugin: its distribution's version when installed as a package,
     and a SHA-256 over its source files (every ``.py`` of the package, sorted by path)."""
-    return {"version": _distribution_version(plugin), "hash": source_hash(plugin)}
+    return {"version": distribution_version(plugin), "hash": source_hash(plugin)}
 
 
 _hashes: dict[str, str | None] = {}  # plugin -> hash of its source as first read in this process
@@ -330,45 +340,8 @@ def source_hash(plugin: str) -> str | None:
     noted at import (or first asked for), so a file edited under a running worker does not make
     it report code it is not running."""
     if plugin not in _hashes:
-        _hashes[plugin] = _hash_files(plugin)
+        _hashes[plugin] = hash_files(plugin)
     return _hashes[plugin]
-
-
-def _hash_files(plugin: str) -> str | None:
-    module = sys.modules.get(plugin) or importlib.import_module(plugin)
-    files = _source_files(module)
-    if not files:
-        return None
-    digest = hashlib.sha256()
-    root = files[0].parent if len(files) == 1 else Path(module.__file__).parent
-    for path in files:
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(b"\0")
-        digest.update(path.read_bytes())
-        digest.update(b"\0")
-    return digest.hexdigest()[:16]
-
-
-def _source_files(module) -> list[Path]:
-    file = getattr(module, "__file__", None)
-    if not file:
-        return []
-    if hasattr(module, "__path__"):  # a package: all of its Python files
-        return sorted(p for p in Path(file).parent.rglob("*.py") if "__pycache__" not in p.parts)
-    return [Path(file)]
-
-
-def _distribution_version(plugin: str) -> str | None:
-    try:
-        dists = importlib.metadata.packages_distributions().get(plugin, [])
-    except Exception:  # a broken installed metadata file must not break provenance
-        return None
-    for dist in dists:
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
 
 
 def installed_plugins() -> list[dict[str, Any]]:

@@ -20,9 +20,8 @@ import numpy as np
 import torch
 
 from workers.engine import probes
-from workers.engine.checkpoint import read_checkpoint, write_checkpoint
 from workers.engine.client import bind_flat
-from workers.engine.client_states import ClientStates, snapshot_folder
+from workers.engine.client_states import ClientStates
 from workers.engine.codecs import make_codec
 from workers.engine.data import cache as data_cache
 from workers.engine.data.base import FederatedData
@@ -38,6 +37,7 @@ from workers.engine.result import (
     participation_histogram,
     quantile_fields,
 )
+from workers.engine.simulation_state import SimulationState, StateStoreFactory
 from workers.engine.spec import Spec
 from workers.engine.strategies import build_strategy, needs_updates
 from workers.engine.strategies.aggregate import divide_by_total_
@@ -46,7 +46,7 @@ from workers.engine.training import Collected, DeviceReplica, choose_vectorised,
 Callback = Callable[[RoundResult], bool | None]
 
 
-class Simulation:
+class Simulation(SimulationState):
     """A federated-learning run: ``next_round()`` advances it by one round.
 
     ``device`` overrides ``spec.compute.device``. ``devices`` (a list of torch devices) overrides
@@ -63,6 +63,7 @@ class Simulation:
         data_root: str | Path | None = None,  # where data.path may lead (see data.paths.confine)
         client_group_size: int | None = None,  # overrides the spec's (after an out-of-memory error)
         client_state_dir: str | Path | None = None,  # per-client state files (None: a temporary folder)
+        client_state: StateStoreFactory | None = None,  # per-client state of a client algorithm (default: files)
     ):
         if client_group_size is not None:  # before any buffer is sized: a rebuild starts small
             spec = spec.replace(compute={"client_group_size": max(1, client_group_size)})
@@ -114,6 +115,7 @@ class Simulation:
         self.dp = GaussianMechanism(spec.privacy, self.num_params, self.device) if self._private else None
         # Per-client rows (control variates, personal models) on disk, not in RAM: client_state.py.
         self.client_states = ClientStates(client_state_dir)
+        self.client = self._client_round(data.num_clients, client_state or self.client_states.open)
 
     # -- construction helpers -----------------------------------------------------------------
 
@@ -204,13 +206,16 @@ class Simulation:
         before = self.global_flat.clone()  # for update_norm: one model-sized copy, freed with the round
         if total_weight > 0 and self.collected is not None:  # a strategy that needs every update
             n = int(stats["rows"])
+            self._fold_client(None)
             self.strategy.step(self.global_flat, self.collected.updates[:n], self.collected.weights[:n])
         elif total_weight > 0:  # with no reporting client there is no update: the server does not step
             if self.dp:
                 avg = self.dp.privatise_(self.update_sum, len(cohort.clients), self.rng)
             else:
                 avg = divide_by_total_(self.update_sum, stats["weight"])
+            self._fold_client(avg)
             self.strategy.step(self.global_flat, avg)
+        self._commit_client_state(r)
         synchronize(self.devices)
         train_seconds = time.perf_counter() - t_train
         test_loss = test_acc = None
@@ -218,6 +223,7 @@ class Simulation:
         if r % spec.evaluation.every == 0 or r == spec.rounds:
             test_loss, test_acc = self.evaluate()
             clients_eval = client_evaluation(self.model, self.replicas[0].data, self._evaluated(cohort), self.spec)
+            clients_eval = self._personal_evaluation(cohort) or clients_eval
         self.client_states.commit(r)  # the rows the cohort scattered become round r's
         self.round = r
         mem = probes.probe_devices(self.devices, self.child_peak_vram_mb)  # None unless isolated
@@ -317,7 +323,7 @@ class Simulation:
             return stats
         return train_plans(
             self.replicas, plans, self.broadcast_weights, self.uplink, self.residuals, self.update_sum, clip_norm,
-            self.collected,
+            self.collected, self.client,
         )  # fmt: skip
 
     def evaluate(self) -> tuple[float, float]:
@@ -352,61 +358,6 @@ class Simulation:
         self.model = None
         self.update_sum = self.broadcast_weights = self.residuals = self.collected = None
         self.client_states.close()
+        self.client = None
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
-
-    # -- checkpoints ----------------------------------------------------------------------------
-
-    def state_dict(self) -> tuple[dict[str, torch.Tensor], dict]:
-        """Tensors and JSON metadata that let a new process continue exactly where this one is."""
-        # "received" is the file's name for broadcast_weights (kept: older checkpoints must load).
-        tensors = {"global": self.global_flat, "received": self.broadcast_weights, "participation": self.participation}
-        if self.residuals is not None:
-            tensors["residuals"] = self.residuals
-        for key, value in self.strategy.state_dict().items():
-            tensors[f"strategy.{key}"] = value
-        meta = {
-            "spec": self.spec.to_dict(),
-            "round": self.round,
-            "rng": self.rng.bit_generator.state,
-            "loss_scales": [r.trainer.scaler.scale for r in self.replicas],
-            "clip_norm": self.dp.clip_norm if self.dp else None,  # adaptive clipping moves it
-            "client_state": self.client_states.describe(),  # the rows stay in their files
-        }
-        return tensors, meta
-
-    def load_state_dict(self, tensors: dict[str, torch.Tensor], meta: dict) -> None:
-        """Continue from what :meth:`state_dict` returned (for a simulation built from the same spec)."""
-        self.global_flat.copy_(tensors["global"])
-        self.broadcast_weights.copy_(tensors["received"])
-        if self.residuals is not None:
-            self.residuals.copy_(tensors["residuals"])
-        self.strategy.load_state_dict(
-            {k.removeprefix("strategy."): v.to(self.device) for k, v in tensors.items() if k.startswith("strategy.")}
-        )
-        if "participation" in tensors:  # checkpoints written before per-client views have none
-            self.participation.copy_(tensors["participation"])
-        if self.dp and meta.get("clip_norm") is not None:
-            self.dp.clip_norm = float(meta["clip_norm"])
-        self.round = int(meta["round"])
-        client_state = meta.get("client_state") or {}  # StateUnavailable if the files are past it
-        self.client_states.restore(self.round, client_state, snapshot=client_state.get("snapshot"))
-        self.rng.bit_generator.state = meta["rng"]
-        for replica, scale in zip(self.replicas, meta.get("loss_scales", []), strict=False):
-            replica.trainer.scaler.scale = scale
-
-    def save_checkpoint(self, path: str | Path) -> int:
-        """Write one safetensors file (no pickle) atomically, the client state's rows copied into a
-        folder beside it first (client_states.snapshot_folder); returns the file's size in bytes."""
-        tensors, meta = self.state_dict()
-        if self.client_states.save_snapshot(snapshot_folder(path)):
-            meta["client_state"]["snapshot"] = snapshot_folder(path).name  # read_checkpoint resolves it
-        return write_checkpoint(path, tensors, meta)
-
-    @classmethod
-    def from_checkpoint(cls, path: str | Path, *, device: str | None = None, **kwargs) -> Simulation:
-        """A simulation that continues exactly where the one that wrote ``path`` stopped."""
-        tensors, meta = read_checkpoint(path)
-        sim = cls(Spec.from_stored(meta["spec"]), device=device, **kwargs)  # written before any newer bounds
-        sim.load_state_dict(tensors, meta)
-        return sim

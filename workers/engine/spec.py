@@ -17,6 +17,7 @@ from typing import Any
 
 import workers.engine.registry as registry
 import workers.engine.spec_legacy as spec_legacy
+from workers.engine.algorithms import build_algorithm
 from workers.engine.fields import applies
 from workers.engine.fields import spec_field as _f
 from workers.engine.spec_sections import (  # noqa: F401 - the spec's public names live here too
@@ -152,6 +153,7 @@ class Spec:
         self._check_evaluation()
         self._check_shards()
         self._check_update_strategies()
+        self._check_client_algorithm()
 
     def _check_components(self) -> None:
         """The rules that follow from the chosen components' traits."""
@@ -214,6 +216,29 @@ class Spec:
             )
         if self.compute.shards != 1:
             raise SpecError("algorithm.name", f"{name} needs every client's update in one place: use compute.shards 1")
+
+    def _check_client_algorithm(self) -> None:
+        # A client algorithm whose clients keep state or send more than their update needs the
+        # round in one process with every row it touches: the isolation child and the shards
+        # get the model and the plans only, and DP protects the update alone.
+        client = self.algorithm.client
+        algorithm = build_algorithm(client.name, client.options, num_params=1, device="cpu", lr=self.local.lr)
+        if algorithm.trivial:
+            return
+        field, name = "algorithm.client.name", client.name
+        if self.privacy.mechanism == "gaussian":
+            raise SpecError(
+                field, f"{name} sends values beside the update that DP does not protect: use fedavg or fedprox"
+            )
+        if self.compute.isolation == "process":
+            raise SpecError(field, f"{name} keeps per-client state; it cannot run with compute.isolation 'process'")
+        if self.compute.shards != 1:
+            raise SpecError(field, f"{name} keeps per-client state in one place: use compute.shards 1")
+        if algorithm.changes_update and registry.get("strategy", self.algorithm.name).traits["needs_updates"]:
+            raise SpecError(
+                field,
+                f"{name} changes the averaged update, which {self.algorithm.name} never forms: pick another strategy",
+            )
 
 
 def _shards_auto(d: dict) -> dict:

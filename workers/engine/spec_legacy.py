@@ -20,7 +20,7 @@ import dataclasses
 from typing import Any
 
 import workers.engine.registry as registry
-from workers.engine.spec_sections import SECTIONS, DownlinkSpec, UplinkSpec
+from workers.engine.spec_sections import SECTIONS, ClientAlgorithmSpec, DownlinkSpec, UplinkSpec
 from workers.engine.validation import SpecError
 
 # The old flat option keys of each component section, and their names as component options.
@@ -71,7 +71,47 @@ def upgrade(spec: Any, *, strict: bool = False) -> Any:
             out[section] = _upgrade_component(section, out[section], strict)
     if isinstance(out.get("communication"), dict):
         out["communication"] = _upgrade_communication(out["communication"])
+    if isinstance(out.get("algorithm"), dict):
+        out["algorithm"] = _upgrade_mu(out["algorithm"], strict)
     return out
+
+
+OLD_MU_KEY = "mu"
+CLIENT_MU = "client.options.mu"
+MU_ALGORITHM = "fedprox"  # the client algorithm whose option μ now is
+
+
+def _upgrade_mu(d: dict, strict: bool) -> dict:
+    """FedProx's μ was ``algorithm.mu``, applied to every algorithm; it is the ``fedprox`` client
+    algorithm's option now. ``mu > 0`` becomes that client algorithm, ``mu: 0`` FedAvg's client
+    (what it did). A client section with no algorithm (or fedavg, which has no options) but a
+    ``mu`` option is the old field set through its new path (a sweep over ``algorithm.mu``)."""
+    client = d.get("client")
+    plain = _default_name(ClientAlgorithmSpec)
+    if OLD_MU_KEY not in d:
+        if isinstance(client, dict) and client.get("name", plain) == plain:
+            options = client.get("options")
+            if isinstance(options, dict) and set(options) == {OLD_MU_KEY}:
+                client["name"] = MU_ALGORITHM
+                _check_old_mu(options[OLD_MU_KEY], strict)  # named as it was written
+        return d
+    mu = d.pop(OLD_MU_KEY)
+    number = isinstance(mu, (int, float)) and not isinstance(mu, bool)
+    _check_old_mu(mu, strict)
+    current = client.get("name") if isinstance(client, dict) else None
+    if current is not None and current != plain and OLD_MU_KEY not in _option_names("algorithm", current):
+        if strict and not (number and mu == 0):
+            raise SpecError(
+                "algorithm.mu", f"is FedProx's μ and the client algorithm is {current!r}: use algorithm.client.options"
+            )
+        return d
+    d["client"] = {"name": plain} if number and mu == 0 else {"name": MU_ALGORITHM, "options": {OLD_MU_KEY: mu}}
+    return d
+
+
+def _check_old_mu(mu: Any, strict: bool) -> None:
+    if strict and isinstance(mu, (int, float)) and not isinstance(mu, bool) and mu < 0:
+        raise SpecError("algorithm.mu", "must be >= 0")
 
 
 def legacy_field(dotted: str) -> str | None:
@@ -80,6 +120,8 @@ def legacy_field(dotted: str) -> str | None:
     None when ``dotted`` was not an old field (``communication.topk_ratio`` names two links: see
     :func:`upgrade`)."""
     section, _, name = dotted.partition(".")
+    if section == "algorithm" and name == OLD_MU_KEY:
+        return f"algorithm.{CLIENT_MU}"
     if section == "data" and name == "dataset":
         return "data.name"
     if section == "communication" and name in LINKS:

@@ -27,6 +27,7 @@ COMPONENT_PATHS = {
     "model": "model",
     "data": "dataset",
     "algorithm": "strategy",
+    "algorithm.client": "algorithm",
     "communication.uplink": "codec",
     "communication.downlink": "codec",
 }
@@ -95,19 +96,34 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
+class ClientAlgorithmSpec:
+    name: str = _f(
+        "fedavg",
+        "Client algorithm: what clients do in local training (FedProx, SCAFFOLD, FedDyn, Ditto …).",
+        kind="algorithm",
+    )
+    options: Any = _options("algorithm")
+
+    def __post_init__(self):
+        _fill_options(self, "algorithm")
+
+
+@dataclass(frozen=True)
 class AlgorithmSpec:
     name: str = _f("fedavg", "Federated algorithm (server strategy).", kind="strategy")
     options: Any = _options("strategy")
-    # Shown for every algorithm: the proximal term is client training's, and the engine adds it
-    # whatever the server strategy (FedProx is FedAvg's server step with μ > 0).
-    mu: float = _f(
-        0.0, "Proximal term μ of client training, FedProx's (0 = none); it applies to every algorithm.", min=0, max=1000
-    )
     server_optimizer: str = _f("sgd", "Server optimizer; follows from the algorithm.", max_length=64)
     server_lr: float = _f(1.0, "Server learning rate applied to the averaged update.", min=0, min_open=True, max=100)
+    # The client's side of the round, composable with any server strategy (SCAFFOLD + FedAdam).
+    client: ClientAlgorithmSpec = field(default_factory=ClientAlgorithmSpec)
 
     def __post_init__(self):
         _fill_options(self, "strategy")
+
+    @property
+    def mu(self) -> float:
+        """FedProx's μ (0 unless the client algorithm is fedprox): the field ``algorithm.mu`` was."""
+        return float(getattr(self.client.options, "mu", 0.0)) if self.client.name == "fedprox" else 0.0
 
 
 @dataclass(frozen=True)

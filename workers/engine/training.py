@@ -14,13 +14,12 @@ from dataclasses import dataclass
 import torch
 
 from workers.engine import vmap_probe
+from workers.engine.algorithms import ClientRound, GroupContext, build_algorithm
 from workers.engine.client import (
     GroupOutput,
     LocalConfig,
     SequentialTrainer,
     VectorTrainer,
-    can_vectorise,
-    vectorises_well_on_cpu,
 )
 from workers.engine.codecs import Codec, compress_with_feedback
 from workers.engine.data.base import FederatedData
@@ -28,6 +27,7 @@ from workers.engine.plan import GroupPlan, bucket
 from workers.engine.privacy import clip_rows_
 from workers.engine.spec import Spec, SpecError
 from workers.engine.strategies.aggregate import accumulate_
+from workers.engine.vectorise import can_vectorise, vectorises_well_on_cpu
 
 
 @dataclass
@@ -108,16 +108,18 @@ def make_replica(
         lr=spec.local.lr,
         momentum=spec.local.momentum,
         weight_decay=spec.local.weight_decay,
-        mu=spec.algorithm.mu,
         precision=spec.compute.precision,
     )
     template = copy.deepcopy(model).to(device)
     slots = max_slots(spec)
+    num_params = sum(p.numel() for p in template.parameters())
+    client = spec.algorithm.client
+    algorithm = build_algorithm(client.name, client.options, num_params=num_params, device=device, lr=spec.local.lr)
     if vectorised:
-        trainer = VectorTrainer(template, slots, cfg, device)
+        trainer = VectorTrainer(template, slots, cfg, device, algorithm)
         trainer.compile = spec.compute.compile
     else:
-        trainer = SequentialTrainer(template, slots, cfg, device)
+        trainer = SequentialTrainer(template, slots, cfg, device, algorithm)
     return DeviceReplica(device=device, data=data, trainer=trainer)
 
 
@@ -137,6 +139,7 @@ def train_plans(
     update_sum: torch.Tensor,
     clip_norm: float | None = None,
     collect: Collected | None = None,
+    client: ClientRound | None = None,
 ) -> dict[str, torch.Tensor]:
     """Train each planned group (round-robin over the replicas' devices) from ``broadcast_weights``
     (the model as clients received it), encode every client's update to real bytes, decode it as
@@ -148,6 +151,10 @@ def train_plans(
     With ``collect`` the decoded updates of the aggregated clients are written, in plan order,
     into its rows instead of being summed (``update_sum`` stays zero), and ``rows`` (a host int
     tensor) says how many were written.
+
+    With ``client`` (a client algorithm that keeps state or returns values beside the update) each
+    group's state rows are gathered from its stores, the hooks run, the rows of the clients that
+    reported are scattered back and what they returned is summed into ``client.sums``.
 
     Returns device scalars (loss, weight, samples, unclipped) and ``client_losses``, the mean local
     loss of each sampled client (``[K]``, NaN where not aggregated): the caller syncs once per round.
@@ -164,13 +171,19 @@ def train_plans(
     client_losses = []
     rows = 0
     first = 0
+    if client is not None:
+        client.zero_()
+        server_on = [{k: v.to(r.device, non_blocking=True) for k, v in client.server.items()} for r in replicas]
     for k, plan in enumerate(plans):
         j = k % len(replicas)
         replica, acc = replicas[j], sums[j]
         slots = len(plan.weights)
         w = weights_on[j][first : first + slots]
         first += slots
-        out = replica.trainer.train(starts[j], plan, replica.data)
+        if client is None:
+            out = replica.trainer.train(starts[j], plan, replica.data)
+        else:
+            out = _train_with_state(client, server_on[j], replica, starts[j], plan, w)
         decoded = _uplink(uplink, residuals, out, plan, replica)
         if clip_norm is not None:
             norms = clip_rows_(decoded, clip_norm)
@@ -218,6 +231,33 @@ class _DeviceSums:
         replica (no extra [P] there, and one device sums exactly as before)."""
         total = update_sum if update_sum is not None else torch.zeros(like.shape, device=device)
         return cls(total, *(torch.zeros((), device=device) for _ in cls.SCALARS))
+
+
+def _train_with_state(
+    client: ClientRound,
+    server: dict[str, torch.Tensor],
+    replica: DeviceReplica,
+    start: torch.Tensor,
+    plan: GroupPlan,
+    w: torch.Tensor,
+) -> GroupOutput:
+    """Train one group with its clients' state rows; keep the rows and sums of the clients that report."""
+    ids = plan.clients
+    ctx = GroupContext(server, {name: store.gather(ids, replica.device) for name, store in client.stores.items()})
+    out = replica.trainer.train(start, plan, replica.data, ctx)
+    returned = client.algorithm.finish(out.delta, out.steps, ctx)
+    reports = (w > 0).to(out.delta.dtype)
+    for name, total in client.sums.items():
+        part = torch.zeros_like(out.delta[0]) if total.device != out.delta.device else total
+        accumulate_(part, returned[name], reports)
+        if part is not total:
+            total.add_(part.to(total.device))
+    client.reported += reports.sum().to(client.reported.device)
+    # Real slots are the clients that trained and report (padding repeats a real id: never kept).
+    real = plan.real
+    for name, store in client.stores.items():
+        store.scatter(ids[:real], ctx.state[name][:real])
+    return out
 
 
 def _collect_rows(collect: Collected, first: int, decoded: torch.Tensor, plan: GroupPlan) -> int:

@@ -1,0 +1,147 @@
+"""Client algorithms: what clients do in local training, as a few hooks on the engine's flat tensors.
+
+The server strategy (``algorithm.name``: FedAvg, FedAdam, a robust aggregator …) turns the
+averaged update into the next global model; a *client algorithm* (``algorithm.client.name``)
+changes the client's side of a round. Its hooks follow pfl-research's split of an algorithm:
+
+1. **What the server sends** beside the model: :meth:`ClientAlgorithm.server_state` names
+   ``[P]`` buffers the runner keeps (and checkpoints); the trainer sees them as ``ctx.server``.
+2. **A per-step gradient correction** (an extra loss term given by its gradient):
+   :meth:`ClientAlgorithm.correct` changes ``g`` ``[n, P]`` in place, for the ``n`` clients of
+   the step, from their weights ``w`` ``[n, P]``, the model they received ``start`` (``[P]`` or
+   ``[n, P]``) and ``ctx``. Called only when ``corrects`` is True: FedAvg adds no per-step work.
+3. **What a client returns beside its update**: :meth:`ClientAlgorithm.finish` returns
+   ``{name: [G, P]}`` after local training (names listed in ``returns``); the engine sums each
+   over the clients that report and hands the sums to :meth:`ClientAlgorithm.fold`.
+4. **Per-client state that persists across rounds**: :meth:`ClientAlgorithm.client_state`
+   names rows ``{name: width}`` kept by a ``ClientStateStore`` (memory-mapped, bounded memory;
+   rows of a client never seen read as zeros). The round's cohort's rows are gathered to the
+   device as ``ctx.state[name]`` ``[G, width]``; ``finish`` rewrites them in place and the rows
+   of the clients that reported are scattered back.
+5. **How the server folds the aggregated extras** into its state: :meth:`ClientAlgorithm.fold`,
+   which may also change the averaged update before the server strategy steps (FedDyn).
+
+A personalisation method (Ditto) names in ``personal`` a client state of width ``P + 1`` holding
+a personal model and an "initialised" flag: before the global pass the trainer trains it on the
+same batches, starting from the global model the first time, with :meth:`correct_personal` as
+the per-step correction; personal models are what federated evaluation then measures.
+
+Every hook works on whole groups: the vectorised trainer calls them for ``[n, P]`` windows, the
+sequential one for ``[1, P]`` rows, with the same arithmetic, so both paths agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+
+class StateStore(Protocol):
+    """What the engine needs of a per-client state store (``workers.engine.client_state.ClientStateStore``)."""
+
+    def gather(self, client_ids: Tensor, device: torch.device) -> Tensor: ...
+
+    def scatter(self, client_ids: Tensor, rows: Tensor) -> None: ...
+
+    def commit(self, round_number: int) -> None: ...
+
+
+@dataclass
+class GroupContext:
+    """What the hooks see of a group: the server's broadcast buffers and the clients' state rows."""
+
+    server: Mapping[str, Tensor] = field(default_factory=dict)  # [P] each, on the trainer's device
+    state: dict[str, Tensor] = field(default_factory=dict)  # [slots, width] each, on the trainer's device
+
+    def window(self, lo: int, hi: int) -> GroupContext:
+        """The same context for slots ``lo:hi`` (views: what a hook writes lands in the group's rows)."""
+        return GroupContext(self.server, {k: v[lo:hi] for k, v in self.state.items()})
+
+
+class ClientAlgorithm:
+    """FedAvg's client: plain local SGD. Subclass it and override the hooks you need.
+
+    Built by the engine as ``cls(num_params=P, device=device, lr=client_lr, options=options)``.
+    """
+
+    corrects: bool = False  # whether correct() runs at every local step
+    returns: tuple[str, ...] = ()  # names of the [G, P] values finish() returns beside the update
+    personal: str | None = None  # a client state holding a personal model (width P + 1)
+    changes_update: bool = False  # whether fold() changes the averaged update
+
+    def __init__(self, *, num_params: int, device: torch.device | str, lr: float, options: Any):
+        self.num_params = num_params
+        self.device = torch.device(device)
+        self.lr = lr
+        self.options = options
+
+    # -- declarations -------------------------------------------------------------------------
+
+    def client_state(self) -> dict[str, int]:
+        """Per-client state rows: ``{name: width}`` (zeros for a client never seen)."""
+        return {}
+
+    def server_state(self) -> dict[str, Tensor]:
+        """The server's buffers, as first allocated (``[P]`` zeros, usually); broadcast to clients."""
+        return {}
+
+    @property
+    def trivial(self) -> bool:
+        """Nothing beside the update travels or persists (FedAvg, FedProx): any path can run it."""
+        return not (self.client_state() or self.server_state() or self.returns or self.personal)
+
+    # -- the client ---------------------------------------------------------------------------
+
+    def correct(self, g: Tensor, w: Tensor, start: Tensor, ctx: GroupContext) -> None:
+        """Change the loss gradients ``g`` [n, P] of one local step in place."""
+
+    def correct_personal(self, g: Tensor, w: Tensor, start: Tensor, ctx: GroupContext) -> None:
+        """The per-step correction of the personal pass (``personal`` set)."""
+
+    def finish(self, delta: Tensor, steps: Tensor, ctx: GroupContext) -> dict[str, Tensor]:
+        """After local training: ``delta`` [G, P] (the local update, not to be modified) and
+        ``steps`` [G] (local steps taken); rewrite ``ctx.state`` rows in place and return the
+        values named in ``returns``, ``[G, P]`` each."""
+        return {}
+
+    # -- the server ---------------------------------------------------------------------------
+
+    def fold(
+        self,
+        server: dict[str, Tensor],
+        avg_update: Tensor | None,
+        sums: Mapping[str, Tensor],
+        reported: Tensor,
+        num_clients: int,
+    ) -> None:
+        """Fold the round's ``sums`` (Σ over reporting clients of each ``returns`` value, [P]) into
+        ``server`` in place; ``reported`` is how many clients reported (a device scalar) and
+        ``num_clients`` the population. ``avg_update`` (the weighted mean update the server
+        strategy steps with; None for strategies that read every update) may be changed in place."""
+
+
+@dataclass
+class ClientRound:
+    """A client algorithm's share of a simulation: the algorithm, the server's buffers, the state
+    stores and the round's sums of what clients returned (all sized once)."""
+
+    algorithm: ClientAlgorithm
+    server: dict[str, Tensor]
+    stores: Mapping[str, StateStore]
+    sums: dict[str, Tensor]  # [P] on the server's device, zeroed by each round's training
+    reported: Tensor  # [] clients that reported this round
+
+    @classmethod
+    def create(cls, algorithm: ClientAlgorithm, stores: Mapping[str, StateStore], device: torch.device) -> ClientRound:
+        server = {k: v.to(device) for k, v in algorithm.server_state().items()}
+        sums = {name: torch.zeros(algorithm.num_params, device=device) for name in algorithm.returns}
+        return cls(algorithm, server, dict(stores), sums, torch.zeros((), device=device))
+
+    def zero_(self) -> None:
+        for s in self.sums.values():
+            s.zero_()
+        self.reported.zero_()

@@ -1,0 +1,31 @@
+"""FedProx's client (Li et al., MLSys 2020): local SGD on f_k(w) + (μ/2)·‖w − w_global‖².
+
+Its gradient adds μ·(w − w_global) at each step. Stragglers' partial work is the runner's
+``heterogeneity.straggler_policy: partial``, not this hook.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from workers.engine import registry
+from workers.engine.algorithms.base import ClientAlgorithm, GroupContext
+from workers.engine.registry import option
+
+
+@dataclass(frozen=True)
+class FedProxOptions:
+    mu: float = option(0.01, "Proximal term μ: pulls each client towards the model it received.", min=0, max=1000)
+
+
+@registry.algorithm("fedprox", FedProxOptions)
+class FedProxClient(ClientAlgorithm):
+    """Local SGD with the proximal term μ/2·‖w − w_global‖² (FedProx)."""
+
+    corrects = True
+
+    def correct(self, g: Tensor, w: Tensor, start: Tensor, ctx: GroupContext) -> None:
+        if self.options.mu:
+            g.add_(w - start, alpha=self.options.mu)
