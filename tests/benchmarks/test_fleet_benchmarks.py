@@ -40,7 +40,10 @@ def test_it_prints_each_policy_against_fifo():
 
 def test_it_registers_the_fleet_benchmarks_but_leaves_them_out_of_all():
     assert {"shards", "viewers", "e2e_overhead"} <= set(BENCHMARKS)
-    assert NOT_IN_ALL == {"shards", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead", "algorithms"}
+    assert NOT_IN_ALL == {
+        "shards", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead", "algorithms", "client_state",
+        "ingest_live",
+    }  # fmt: skip
 
 
 def test_it_names_redis_url_when_a_fleet_benchmark_has_no_broker(tmp_path):

@@ -13,7 +13,14 @@ NEW_SHAPE = {
 
 
 def test_it_reads_the_components_of_todays_flat_spec_typed_or_stored():
-    expected = {"model": ["mlp"], "dataset": ["digits"], "strategy": ["fedavg"], "codec": ["fp32"]}
+    # The client algorithm (algorithm.client, FedAvg's by default) is a component too.
+    expected = {
+        "model": ["mlp"],
+        "dataset": ["digits"],
+        "strategy": ["fedavg"],
+        "algorithm": ["fedavg"],
+        "codec": ["fp32"],
+    }
     spec = Spec.from_dict(TINY_SPEC)
     assert components_used(spec) == expected
     assert components_used(spec.to_dict()) == expected
