@@ -82,10 +82,14 @@ def place(
         target = _target(c, fleet, reserve)
         if target is None:
             continue  # no eligible worker has a free slot: it waits (queues.waiting_reason says why)
-        if send(c, target.hostname if isinstance(target, WorkerRoom) else ""):
-            sent.append(c)
-            if isinstance(target, WorkerRoom):
-                target.in_flight_mem_mb.append(c.peak_mem_mb)
+        if not send(c, target.hostname if isinstance(target, WorkerRoom) else ""):
+            # Another scheduler sent this round after our view was read, so it is acting on the same
+            # room: sending the next candidate on our stale count would run one round too many (and,
+            # under fifo, a later experiment beside the first). Its pass, or the next, decides instead.
+            return sent
+        sent.append(c)
+        if isinstance(target, WorkerRoom):
+            target.in_flight_mem_mb.append(c.peak_mem_mb)
     return sent
 
 

@@ -45,6 +45,20 @@ def test_it_falls_back_to_the_shared_queue_when_another_scheduler_reserved_the_h
     assert _place("fifo", [cand(1)], fleet, reserve=lambda room: False) == [(1, "")]
 
 
+def test_it_stops_when_another_scheduler_sent_the_first_round_since_its_view_was_read():
+    # Two schedulers read the same ready list and room (a worker after its round, another's heartbeat).
+    # The other one sent experiment 1 first: this pass must not spend that same room on experiment 2.
+    fleet = Fleet(rooms=[_room("a@h")], room=1, holders={})
+    tried: list[int] = []
+
+    def send(c, to):
+        tried.append(c.experiment_id)
+        return False  # the conditional dispatch found the round already sent
+
+    assert place("fifo", [cand(1), cand(2)], fleet, view(), send, lambda room: True) == []
+    assert tried == [1]
+
+
 def test_a_plugin_run_goes_to_its_holder_only_when_the_holder_has_the_plugin():
     recorded = [{"kind": "model", "name": "m", "plugin": "p", "version": "1", "hash": "x"}]
     installed = [{"name": "p", "version": "1", "hash": "x", "components": ["model:m"]}]

@@ -67,4 +67,8 @@ def test_it_completes_every_round_once_when_a_shard_worker_is_killed(user, worke
     reference = _reference(spec)
     tensors, _ = read_checkpoint(e.latest_checkpoint().path)
     assert torch.allclose(tensors["global"], reference.global_flat, atol=1e-5, rtol=0)
-    assert e.log_entries.filter(level="warning", message__contains="sent it again").exists()
+    # The kill is noticed and said, whichever lease runs out first: w1's shard ("Shard k of round r was
+    # held by w1@…") or, when w1 had also claimed the round itself, the round ("Round r was held by w1@…",
+    # whose redelivery fans out again only the shards not done).
+    warnings = list(e.log_entries.filter(level="warning").values_list("message", flat=True))
+    assert any("was held by w1@" in m and "stopped answering" in m for m in warnings), warnings
