@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from orchestrator.models import Checkpoint, Experiment, LogEntry, RoundMetric, Worker
+from workers.engine import round_fields
 
 
 @admin.register(Experiment)
@@ -12,7 +13,8 @@ class ExperimentAdmin(admin.ModelAdmin):
 
 @admin.register(RoundMetric)
 class RoundMetricAdmin(admin.ModelAdmin):
-    list_display = ["experiment", "round", "train_loss", "test_loss", "test_accuracy", "round_seconds", "device"]
+    # The rounds table's columns, as the round fields declare them (workers/engine/round_fields.py).
+    list_display = ["experiment", *(f.name for f, _ in round_fields.columns()), "device"]
 
 
 @admin.register(Checkpoint)

@@ -9,6 +9,7 @@ race on the same row and exactly one of them wins.
 
 from __future__ import annotations
 
+import copy
 import secrets
 import shutil
 from datetime import timedelta
@@ -138,8 +139,16 @@ class Experiment(models.Model):
     # -- domain ------------------------------------------------------------------------------
 
     def parsed_spec(self) -> Spec:
-        """The stored spec as the engine's typed ``Spec``."""
-        return self._carried_spec() or Spec.from_stored(self.spec)
+        """The stored spec as the engine's typed ``Spec``: parsed once per instance (a round task
+        asks for it to route the round and to build the simulation) and again only once the spec
+        differs from the one it parsed (``refresh_from_db`` reloads an equal dict)."""
+        carried = self._carried_spec()
+        if carried is not None:
+            return carried
+        parsed = getattr(self, "_parsed", None)
+        if parsed is None or parsed[1] != self.spec:
+            parsed = self._parsed = (Spec.from_stored(self.spec), copy.deepcopy(self.spec))
+        return parsed[0]
 
     def use_checked_spec(self, spec: Spec) -> None:
         """Take ``spec``, already parsed and checked (``experiments.launch.checked_spec``): saving and

@@ -100,7 +100,7 @@ def _switch(
         entry.sim.close()
         entry = None
     if entry is None:
-        spec = Spec.from_stored(state[1]["spec"]) if state else experiment.parsed_spec()
+        spec = _spec_of(experiment, state[1]["spec"]) if state else experiment.parsed_spec()
         entry = _build(experiment, spec, log_line, group_size)
     if state is not None:
         try:
@@ -114,6 +114,12 @@ def _switch(
     seconds = time.perf_counter() - started
     log_line("info", f"Round {want + 1} on {experiment.worker or 'this worker'}: {what} in {seconds:.2f} s ({data})")
     return entry
+
+
+def _spec_of(experiment: Experiment, stored: dict) -> Spec:
+    """The spec a round state was written with: the experiment's own, parsed once for the task, unless
+    the state's differs (then it is parsed as stored)."""
+    return experiment.parsed_spec() if stored == experiment.spec else Spec.from_stored(stored)
 
 
 def _build(experiment: Experiment, spec: Spec, log_line: LogLine, group_size: int | None) -> _Entry:
@@ -143,7 +149,7 @@ def _replay(
             state = round_state.read(path, round_number)
             if state is None:
                 continue
-            entry = _build(experiment, Spec.from_stored(state[1]["spec"]), log_line, group_size)
+            entry = _build(experiment, _spec_of(experiment, state[1]["spec"]), log_line, group_size)
             try:
                 entry.sim.load_state_dict(*state)
             except StateUnavailable:  # its per-client state is gone (the files moved past it): older

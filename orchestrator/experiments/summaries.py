@@ -1,4 +1,4 @@
-"""A run in a few numbers: final and best test accuracy, final loss, rounds, time, bytes and, for
+"""A run in a few numbers: final and best test accuracy, final and best loss, rounds, time, bytes and, for
 a differentially private run, the privacy spent so far (the final ε).
 
 The experiments list and the compare page show them as table columns (computed in the database,
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum
+from django.db.models import Count, F, Max, Min, OuterRef, Q, Subquery, Sum
 
 from orchestrator.experiments.records import RoundMetric
 from workers.engine import round_fields
@@ -53,6 +53,8 @@ def fold(aggregate: str, values: list):
         return sum(values)
     if not values:
         return None
+    if aggregate == "min":
+        return min(values)
     return values[-1] if aggregate == "last" else max(values)
 
 
@@ -82,6 +84,8 @@ def _in_database(metric: Metric):
         return Sum(_expression(metric), filter=Q(**_present(metric)))
     if metric.aggregate == "max":
         return Max(_expression(metric), filter=Q(**_present(metric)))
+    if metric.aggregate == "min":
+        return Min(_expression(metric), filter=Q(**_present(metric)))
     latest = RoundMetric.objects.filter(experiment_id=OuterRef("experiment_id"), **_present(metric)).order_by("-round")
     return Subquery(latest.annotate(v=_expression(metric)).values("v")[:1])
 

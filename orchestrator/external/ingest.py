@@ -22,6 +22,7 @@ from django.utils import timezone
 from orchestrator.external.models import CustomMetric, ExternalRun
 from orchestrator.live import events
 from orchestrator.models import Experiment, RoundMetric, Status
+from workers.engine import round_fields
 
 MAX_ROUNDS_PER_BATCH = 1000
 MAX_NAMES_PER_ROUND = 64
@@ -29,19 +30,16 @@ MAX_ROUND = 10**9
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{0,63}")
 # Short names a script writes, for the RoundMetric fields they fill.
 ALIASES = {"loss": "train_loss", "accuracy": "test_accuracy", "memory_mb": "rss_mb"}
-FLOAT_FIELDS = ("train_loss", "test_loss", "test_accuracy", "round_seconds", "train_seconds", "rss_mb")
-INT_FIELDS = ("participants", "completed", "stragglers", "dropped", "bytes_up", "bytes_down", "samples")
+# The standard names are the declared round fields that hold one number (workers/engine/round_fields.py),
+# the round's own number aside: a field declared there is a name a report can fill.
+_NUMBERS = [f for f in round_fields.FIELDS if f.type in (int, float) and f.name != "round"]
+FLOAT_FIELDS = tuple(f.name for f in _NUMBERS if f.type is float)
+INT_FIELDS = tuple(f.name for f in _NUMBERS if f.type is int)
 STANDARD = (*FLOAT_FIELDS, *INT_FIELDS)
-# RoundMetric's required columns a report may leave out.
-DEFAULTS = {
-    **dict.fromkeys(INT_FIELDS, 0),
-    "round_seconds": 0.0,
-    "train_seconds": 0.0,
-    "rss_mb": 0.0,
-    "bytes_formula": 0,
-    "threads": 0,
-    "device": "external",
-}
+# RoundMetric's required columns a report may leave out (the nullable ones stay None): zero for a
+# number, "external" for the device, an empty list.
+_EMPTY = {int: 0, float: 0.0, str: "external"}
+DEFAULTS = {f.name: _EMPTY.get(f.type, []) for f in round_fields.FIELDS if not f.null and f.name != "round"}
 ACCEPTING = (Status.RUNNING, Status.CRASHED)  # a crashed run that reports again is running again
 
 
@@ -210,7 +208,7 @@ def _check_name_budget(experiment, fresh: list[Report]) -> None:
 
 
 def _store(experiment, report: Report) -> RoundMetric:
-    values = {**DEFAULTS, **{k: None for k in ("train_loss", "test_loss", "test_accuracy")}, **report.standard}
+    values = {**DEFAULTS, **report.standard}
     row = RoundMetric.objects.create(experiment=experiment, round=report.round, worker="external", **values)
     if report.custom:
         CustomMetric.objects.create(experiment=experiment, round=report.round, values=report.custom)

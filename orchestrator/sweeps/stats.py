@@ -9,16 +9,12 @@ from collections import defaultdict
 from typing import Any
 
 from orchestrator.experiments.specs import flatten
+from orchestrator.experiments.summaries import METRICS, summarize
 from orchestrator.sweeps.models import SEED_FIELD
 from workers.engine.spec_legacy import legacy_field
 
-# The table's metrics: (key, label, RoundResult field, how one run's value is read from its rounds).
-METRICS = (
-    ("final_accuracy", "Final accuracy", "test_accuracy", "final"),
-    ("best_accuracy", "Best accuracy", "test_accuracy", "max"),
-    ("final_loss", "Final test loss", "test_loss", "final"),
-    ("best_loss", "Best test loss", "test_loss", "min"),
-)
+# The table's metrics (``METRICS``) are the run summaries the round fields declare
+# (workers/engine/round_fields.py, ``Summary``): each run is folded into them, then pooled over the runs.
 
 
 def value_at(spec: dict, dotted: str) -> Any:
@@ -55,14 +51,6 @@ def mean_std(values: list[float]) -> tuple[float | None, float | None]:
     if not values:
         return None, None
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
-
-
-def run_value(rounds: list[dict], field: str, how: str) -> float | None:
-    """One run's final, max or min value of ``field`` over its evaluated rounds."""
-    values = [r[field] for r in rounds if r.get(field) is not None]
-    if not values:
-        return None
-    return values[-1] if how == "final" else max(values) if how == "max" else min(values)
 
 
 def differing_fields(specs: list[dict]) -> list[str]:
@@ -117,9 +105,9 @@ def group(experiments: list, rounds_by_id: dict[int, list[dict]], fields: list[s
             "seeds": [e.spec.get(SEED_FIELD) for e in runs],
             "finished": sum(1 for e in runs if e.is_finished),
         }
-        for metric, _, field, how in METRICS:
-            values = [run_value(rounds_by_id.get(e.pk, []), field, how) for e in runs]
-            row[metric] = mean_std([v for v in values if v is not None])
+        summaries = [summarize(rounds_by_id.get(e.pk, [])) for e in runs]
+        for m in METRICS:
+            row[m.key] = mean_std([s[m.key] for s in summaries if s[m.key] is not None])
         rows.append(row)
     return rows
 

@@ -14,7 +14,11 @@ def metric(row: dict, key: str):
 
 
 @register.filter
-def mean_std(pair) -> str:
-    """``0.8123 ± 0.0150``; an en dash when no run has a value yet."""
+def mean_std(pair, metric=None) -> str:
+    """``0.8123 ± 0.0150``, in ``metric``'s scale, decimals and unit (a ``summaries.Metric``);
+    an en dash when no run has a value yet."""
     mean, std = pair
-    return "–" if mean is None else f"{mean:.4f} ± {std:.4f}"
+    if mean is None:
+        return "–"
+    scale, digits, unit = (metric.scale, metric.digits, metric.unit) if metric else (1.0, 4, "")
+    return f"{mean / scale:.{digits}f} ± {std / scale:.{digits}f}{unit}"

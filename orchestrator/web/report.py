@@ -13,6 +13,7 @@ from django.utils.safestring import mark_safe
 from orchestrator.experiments.leak import leak_warnings
 from orchestrator.experiments.public import host_names, redact, redact_events
 from orchestrator.experiments.rounds import rounds_of, table_columns, table_rows
+from orchestrator.experiments.summaries import cells, summarize
 from orchestrator.models import Experiment
 from orchestrator.web.charts import dashboard_charts
 
@@ -26,22 +27,15 @@ def _static_text(relative: str) -> str:
 def render_report(experiment: Experiment, *, public: bool = False) -> str:
     """The report's HTML; ``public`` (for public-link holders) leaves out worker host names."""
     rounds = rounds_of(experiment, public=public)
-    totals = {
-        "up_mb": sum(r["bytes_up"] for r in rounds) / 1e6,
-        "down_mb": sum(r["bytes_down"] for r in rounds) / 1e6,
-        "formula_mb": sum(r["bytes_formula"] for r in rounds) / 1e6,
-        "seconds": sum(r["round_seconds"] for r in rounds),
-    }
     events = list(experiment.log_entries.order_by("time", "id")[:500])
     hosts = host_names(experiment) if public else []
-    accuracies = [r["test_accuracy"] for r in rounds if r["test_accuracy"] is not None]
     ctx = {
         "experiment": experiment,
         "charts": dashboard_charts(rounds, experiment.spec),
         "last_rounds": table_rows(rounds),
         "table_columns": table_columns(),
-        "totals": totals,
-        "final_accuracy": accuracies[-1] if accuracies else None,
+        # The dashboard's summary block: the run summaries the round fields declare.
+        "summary": cells(summarize(rounds)),
         "leak_warnings": leak_warnings(rounds),
         "events": redact_events(events, hosts) if public else events,
         "error": redact(experiment.error, hosts),

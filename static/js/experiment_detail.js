@@ -36,6 +36,7 @@
   const FOLD = {
     last: (old, v) => v,
     max: (old, v) => (old === null || old === undefined ? v : Math.max(old, v)),
+    min: (old, v) => (old === null || old === undefined ? v : Math.min(old, v)),
     sum: (old, v) => (old || 0) + v,
     count: (old) => (old || 0) + 1,
   };

@@ -13,7 +13,9 @@ from orchestrator.sweeps.expand import create_sweep
 from tests.accounts.world import make_world
 from tests.conftest import TINY_SPEC
 from tests.web.test_forms import form_data
+from workers import runtime
 from workers.engine.spec import Spec
+from workers.rounds import execute_round
 
 pytestmark = pytest.mark.django_db
 
@@ -79,3 +81,26 @@ def test_a_spec_assigned_after_the_checked_one_is_parsed_and_checked_again(count
     experiment.spec = {**TINY_SPEC, "rounds": 5}  # another spec: the carried one no longer applies
     experiment.save()
     assert experiment.total_rounds == 5 and counted["check_new_spec"] == 2  # checked_spec's, and save's
+
+
+def test_a_worker_parses_the_spec_once_per_round_and_trains_with_the_form_s_learning_rate(
+    client, user, enqueued, counted, empty_round_cache
+):
+    # The local learning rate's walk (README, "Where things go"): the form's input, through
+    # create-then-start and the round task, is the rate the engine's trainers step with.
+    client.force_login(user)
+    data = form_data(rounds="2", local__lr="0.0123", data__num_clients="20", participation__clients_per_round="4")
+    counted.clear()  # the test's own form filling parses a spec: not counted
+    assert client.post("/experiments/new/", data).status_code == 302
+    experiment = Experiment.objects.get()
+    assert counted == Counter(from_dict=1, check_new_spec=1)  # the web process: the form's, carried on
+    for round_number in (1, 2):
+        counted.clear()
+        runtime._cache.clear()  # each round as a fresh worker process takes it (round 2 loads round 1's state)
+        execute_round(experiment.pk, round_number, worker=f"w{round_number}", dispatch=False)
+        # The worker: once, as stored (from_stored is from_dict without today's bounds).
+        assert counted == Counter(from_stored=1, from_dict=1), round_number
+        if round_number == 1:  # the last round's simulation is let go
+            trainers = [replica.trainer for replica in runtime._cache[experiment.pk].sim.replicas]
+            assert trainers and all(t.cfg.lr == 0.0123 for t in trainers)
+    assert Experiment.objects.get().current_round == 2

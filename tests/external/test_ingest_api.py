@@ -12,6 +12,7 @@ from orchestrator.external.liveness import mark_crashed
 from orchestrator.fleet.scheduling import reconcile
 from orchestrator.models import CustomMetric, Experiment, ExternalRun, Kind, RoundMetric, Status
 from tests.external.conftest import post_rounds, run_client, user_client
+from workers.engine import round_fields
 
 pytestmark = pytest.mark.django_db
 
@@ -42,6 +43,20 @@ def test_create_report_finish(alice, run):
     # a retry whose answer was lost is still answered after the end
     resend = {"round": 2, "metrics": {"loss": 0.7, "accuracy": 0.6, "grad/norm": 2.5, "lr": 0.1}}
     assert post_rounds(client, pk, resend).json() == {"recorded": [], "duplicates": [2]}
+
+
+def test_every_declared_round_number_fills_its_column(run):
+    # Read from the declaration, not from ingest: a field declared in round_fields.py that ingest did
+    # not know would land among the custom metrics and fail here.
+    numbers = [f for f in round_fields.FIELDS if f.type in (int, float) and f.name != "round"]
+    metrics = {f.name: 7 if f.type is int else 0.25 for f in numbers}
+    pk, client = run
+    assert post_rounds(client, pk, {"round": 1, "metrics": metrics}).status_code == 201
+    row = RoundMetric.objects.get(experiment_id=pk, round=1)
+    assert {name: getattr(row, name) for name in metrics} == metrics
+    assert not CustomMetric.objects.filter(experiment_id=pk).exists()
+    # and a resend of the same values is a duplicate, not a conflict (every field is compared)
+    assert post_rounds(client, pk, {"round": 1, "metrics": metrics}).json() == {"recorded": [], "duplicates": [1]}
 
 
 def test_resend_is_not_a_duplicate_and_changes_conflict(run):

@@ -114,6 +114,25 @@ def test_it_builds_a_self_contained_report(alice_client, user):
     assert len(scripts) == 3 and all("</" not in s for s in scripts)  # plotly, charts.js, the page: none closes early
 
 
+def test_it_puts_every_declared_summary_column_and_chart_in_the_report(user):
+    from orchestrator.models import RoundMetric
+    from orchestrator.web.report import render_report
+    from workers.engine import round_fields
+
+    # Every optional number filled, so every chart that some field plots on has data to draw.
+    filled = {f.name: 0.5 for f in round_fields.FIELDS if f.null and f.type is float}
+    experiment = make_experiment(user, spec={"rounds": 2})
+    for n in (1, 2):
+        RoundMetric.record(experiment, round_result(n, **filled))
+    html = render_report(experiment)
+    for _, summary in round_fields.summaries():
+        assert f'data-col="{summary.key}">{summary.title}<b>' in html, summary.key
+    for _, column in round_fields.columns():
+        assert f">{column.label}<" in html, column.label
+    figures = _script_json(html, "charts-data")["figures"]
+    assert {f"chart-{c.id}" for c in round_fields.charts()} <= set(figures)
+
+
 def test_it_warns_of_a_leak_in_the_report(user):
     from orchestrator.models import RoundMetric
     from orchestrator.web.report import render_report

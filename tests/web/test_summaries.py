@@ -14,10 +14,10 @@ def test_it_summarizes_final_and_best_accuracy_loss_rounds_time_and_bytes():
     rounds.append(round_result(3, test_accuracy=None, test_loss=None))  # not evaluated: the final is round 2's
     summary = summarize(rounds)
     assert summary == {
-        "final_accuracy": 0.7, "best_accuracy": 0.7, "final_loss": 0.9, "rounds": 3, "seconds": 1.5, "bytes": 24_000,
-        "epsilon": None,
+        "final_accuracy": 0.7, "best_accuracy": 0.7, "final_loss": 0.9, "best_loss": 0.9, "rounds": 3, "seconds": 1.5,
+        "bytes": 24_000, "epsilon": None,
     }  # fmt: skip
-    assert [c["text"] for c in cells(summary)] == ["0.7000", "0.7000", "0.9000", "3", "1.5 s", "0.02", "–"]
+    assert [c["text"] for c in cells(summary)] == ["0.7000", "0.7000", "0.9000", "0.9000", "3", "1.5 s", "0.02", "–"]
     assert all(c["text"] == "–" for c in cells(summarize([])))
 
 

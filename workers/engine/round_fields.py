@@ -84,7 +84,7 @@ class Column:
 
 
 # How a summary folds a run's rounds into one number (each over the rounds where its value is not null).
-AGGREGATES = ("last", "max", "sum", "count")
+AGGREGATES = ("last", "max", "min", "sum", "count")
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,8 @@ FIELDS: tuple[Field, ...] = (
           column=Column("Train loss", 4), plots=(Plot("loss", "train loss", "#2563eb", compare="dot"),)),
     Field("test_loss", float, "the global model's loss on the test set; None on rounds without evaluation", null=True,
           column=Column("Test loss", 4), plots=(Plot("loss", "test loss", "#dc2626", compare="solid"),),
-          summaries=(Summary("final_loss", "Final loss", "Final test loss", "last", 4, rank=3),)),
+          summaries=(Summary("final_loss", "Final loss", "Final test loss", "last", 4, rank=3),
+                     Summary("best_loss", "Best loss", "Best test loss", "min", 4, rank=3))),
     Field("test_accuracy", float, "the global model's accuracy on the test set", null=True,
           column=Column("Accuracy", 4), plots=(Plot("accuracy", "test accuracy", "#16a34a", compare="solid"),),
           summaries=(Summary("final_accuracy", "Final acc.", "Final test accuracy", "last", 4, rank=1),

@@ -15,11 +15,12 @@ from django.views.decorators.http import require_POST
 
 from fedweb.inputs import parse_int
 from orchestrator.experiments import access
+from orchestrator.experiments.summaries import summarize
 from orchestrator.models import RoundMetric
 from orchestrator.sweeps.charts import NO_TARGET_TEXT, band_figure, parallel_figure
 from orchestrator.sweeps.expand import create_sweep
 from orchestrator.sweeps.models import SEED_FIELD
-from orchestrator.sweeps.stats import METRICS, band, group, run_value, value_at
+from orchestrator.sweeps.stats import METRICS, band, group, value_at
 from orchestrator.web.forms import spec_initial
 from orchestrator.web.sweep_forms import SweepForm, axes_text
 from workers.engine.presets import PRESETS
@@ -77,7 +78,7 @@ def sweep_context(sweep) -> dict:
         for field, title, y_title in CURVES
     }  # fmt: skip
     runs = [{"values": {f: value_at(e.spec, f) for f in sweep.config_fields},
-             "target": run_value(rounds[e.pk], "test_accuracy", "final")} for e in experiments]  # fmt: skip
+             "target": summarize(rounds[e.pk])["final_accuracy"]} for e in experiments]  # fmt: skip
     parallel = parallel_figure(sweep.config_fields, runs) if sweep.config_fields else None
     if parallel is not None:
         figures["sweep-parallel"] = parallel
