@@ -59,9 +59,12 @@ def test_ditto_personal_worst_10_percent_beats_fedavg_global():
     evaluation["evaluation"] = {"clients": "cohort", "cohort_size": 20}
     _, fedavg = _run(_spec({"name": "fedavg"}, **evaluation))
     _, ditto = _run(_spec({"name": "ditto", "options": {"lam": 0.1}}, **evaluation))
-    global_worst, personal_worst = fedavg[-1].client_accuracy_worst10, ditto[-1].client_accuracy_worst10
+    global_worst, personal_worst = fedavg[-1].client_accuracy_worst10, ditto[-1].personal_accuracy_worst10
     assert personal_worst is not None and global_worst is not None
     assert personal_worst >= global_worst + 0.1, (personal_worst, global_worst)
+    # The Ditto run records its global model's worst 10% beside its personal models': FedAvg's.
+    assert ditto[-1].client_accuracy_worst10 == pytest.approx(global_worst, abs=1e-6)
+    assert fedavg[-1].personal_accuracy_worst10 is None
     # The global model of a Ditto run is FedAvg's: the same test accuracy, round for round.
     assert [r.test_accuracy for r in ditto] == pytest.approx([r.test_accuracy for r in fedavg], abs=1e-6)
 

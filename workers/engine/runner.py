@@ -223,7 +223,7 @@ class Simulation(SimulationState):
         if r % spec.evaluation.every == 0 or r == spec.rounds:
             test_loss, test_acc = self.evaluate()
             clients_eval = client_evaluation(self.model, self.replicas[0].data, self._evaluated(cohort), self.spec)
-            clients_eval = self._personal_evaluation(cohort) or clients_eval
+            clients_eval = {**clients_eval, **self._personal_evaluation(cohort)}  # Ditto: both models
         self.client_states.commit(r)  # the rows the cohort scattered become round r's
         self.round = r
         mem = probes.probe_devices(self.devices, self.child_peak_vram_mb)  # None unless isolated
