@@ -8,6 +8,9 @@ import pytest
 import torch
 
 from tests.engine.state_store_standin import InMemoryStates
+from workers.engine.algorithms import ClientRound
+from workers.engine.algorithms.scaffold import Scaffold
+from workers.engine.codecs import make_codec
 from workers.engine.runner import Simulation
 from workers.engine.spec import Spec, SpecError
 
@@ -187,3 +190,35 @@ def test_client_algorithm_options_are_validated_with_the_field_named():
     with pytest.raises(SpecError) as e:
         _spec({"name": "nope"})
     assert e.value.field == "algorithm.client.name" and "scaffold" in e.value.message
+
+
+@pytest.mark.parametrize(
+    "client,uplink,down,up",
+    [
+        # The logistic model on 8x8 digits has P = 64·10 + 10 = 650 floats; an fp32 payload is the
+        # 16-byte header + 4·650 = 2,616 bytes, fp16's 16 + 2·650 = 1,316; 10 clients a round, all report.
+        ({"name": "fedavg"}, "fp32", 10 * 2616, 10 * 2616),
+        # SCAFFOLD sends c down beside the model and Δc_i up beside the update, both fp32.
+        ({"name": "scaffold"}, "fp32", 10 * (2616 + 2616), 10 * (2616 + 2616)),
+        ({"name": "scaffold"}, "fp16", 10 * (2616 + 2616), 10 * (1316 + 2616)),  # the codec compresses the update only
+        ({"name": "feddyn"}, "fp32", 10 * 2616, 10 * 2616),  # h stays on the server; its returned delta is the update
+        ({"name": "ditto"}, "fp32", 10 * 2616, 10 * 2616),  # personal models never leave the client
+    ],
+)
+def test_a_client_algorithms_extras_are_counted_in_the_bytes_each_way(client, uplink, down, up):
+    data = {**SHARDS["data"], "image_size": 8}
+    spec = _spec(client, rounds=1, data=data, communication={"uplink": uplink})
+    sim, (result,) = _run(spec)
+    assert sim.num_params == 650 and result.completed == result.participants == 10
+    assert (result.bytes_down, result.bytes_up) == (down, up)
+    if sim.client is not None and sim.client.server:  # what goes down is an fp32 payload of this length
+        (c,) = sim.client.server.values()
+        assert len(make_codec("fp32", [650]).encode_one(c)) == 2616
+
+
+def test_an_algorithm_naming_an_extra_it_does_not_have_is_refused():
+    class Typo(Scaffold):
+        uploads = ("c_detla",)
+
+    with pytest.raises(ValueError, match=r"Typo: uploads names \['c_detla'\], not among \['c_delta'\]"):
+        ClientRound.create(Typo(num_params=4, device="cpu", lr=0.1, options=None), {}, torch.device("cpu"))
