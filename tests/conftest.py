@@ -214,18 +214,25 @@ def workers(live_env, tmp_path):
             self, name: str = "w1", queues: str | None = None, env: dict | None = None, concurrency: int = 1
         ) -> live.Process:
             """Start worker ``name``; ``env`` adds variables to its environment (e.g. FEDWEB_PLUGINS)."""
+            return self.start_all(name, queues=queues, env=env, concurrency=concurrency)[name]
+
+        def start_all(
+            self, *names: str, queues: str | None = None, env: dict | None = None, concurrency: int = 1
+        ) -> dict[str, live.Process]:
+            """Start the workers ``names`` side by side (their imports overlap), then wait for each."""
             from django.conf import settings
 
             since = timezone.now()  # a worker restarted under the same name must beat anew
             queues = queues or settings.FEDWEB_QUEUES[0]
-            proc = live.start_worker({**live_env, **(env or {})}, tmp_path, name, queues, concurrency)
-            started.append(proc)
-            ready = Worker.objects.filter(hostname__startswith=f"{name}@", last_heartbeat__gte=since)
-            try:
-                live.wait_for(ready.exists, 60, f"worker {name}")
-            except TimeoutError:
-                raise AssertionError(f"worker {name} did not start:\n{proc.output()}") from None
-            return proc
+            procs = {n: live.start_worker({**live_env, **(env or {})}, tmp_path, n, queues, concurrency) for n in names}
+            started.extend(procs.values())
+            for name, proc in procs.items():
+                ready = Worker.objects.filter(hostname__startswith=f"{name}@", last_heartbeat__gte=since)
+                try:
+                    live.wait_for(ready.exists, 60, f"worker {name}")
+                except TimeoutError:
+                    raise AssertionError(f"worker {name} did not start:\n{proc.output()}") from None
+            return procs
 
     yield Workers()
     for proc in started:

@@ -3,10 +3,14 @@ both training paths, checkpoints, composition with server strategies, and the sp
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from tests.engine.state_store_standin import InMemoryStates
+from workers.engine.algorithms import ClientRound
+from workers.engine.algorithms.scaffold import Scaffold
+from workers.engine.codecs import make_codec
 from workers.engine.runner import Simulation
 from workers.engine.spec import Spec, SpecError
 
@@ -58,9 +62,12 @@ def test_ditto_personal_worst_10_percent_beats_fedavg_global():
     evaluation["evaluation"] = {"clients": "cohort", "cohort_size": 20}
     _, fedavg = _run(_spec({"name": "fedavg"}, **evaluation))
     _, ditto = _run(_spec({"name": "ditto", "options": {"lam": 0.1}}, **evaluation))
-    global_worst, personal_worst = fedavg[-1].client_accuracy_worst10, ditto[-1].client_accuracy_worst10
+    global_worst, personal_worst = fedavg[-1].client_accuracy_worst10, ditto[-1].personal_accuracy_worst10
     assert personal_worst is not None and global_worst is not None
     assert personal_worst >= global_worst + 0.1, (personal_worst, global_worst)
+    # The Ditto run records its global model's worst 10% beside its personal models': FedAvg's.
+    assert ditto[-1].client_accuracy_worst10 == pytest.approx(global_worst, abs=1e-6)
+    assert fedavg[-1].personal_accuracy_worst10 is None
     # The global model of a Ditto run is FedAvg's: the same test accuracy, round for round.
     assert [r.test_accuracy for r in ditto] == pytest.approx([r.test_accuracy for r in fedavg], abs=1e-6)
 
@@ -113,6 +120,39 @@ def test_a_stateful_client_algorithm_keeps_its_rows_in_files_by_default(tmp_path
     sim.close()
 
 
+@pytest.mark.slow
+def test_a_scaffold_run_over_10000_clients_keeps_its_resident_memory_flat(tmp_path):
+    # 10,000 clients x 7,850 control-variate floats is 314 MB if resident; a cohort of 100 new
+    # clients a round would add 3.1 MB a round if the rows stayed in RAM. RSS is the engine's own
+    # in-process probe (RoundResult.rss_mb), read after each round.
+    rounds, cohort = 40, 100
+    spec = Spec.from_dict({
+        "seed": 0, "rounds": rounds,
+        "data": {"name": "synthetic_images", "num_clients": 10_000, "options": {"mean_samples": 2}},
+        "model": {"name": "logistic"},
+        "algorithm": {"client": {"name": "scaffold"}},
+        "participation": {"clients_per_round": cohort},
+        "evaluation": {"every": rounds},
+        "compute": {"device": "cpu"},
+    })  # fmt: skip
+    sim = Simulation(spec, client_state_dir=tmp_path)
+    try:
+        rss = [r.rss_mb for r in sim.run()]
+        second_half = np.arange(rounds // 2, rounds)
+        slope = np.polyfit(second_half, np.asarray(rss)[second_half], 1)[0]
+        assert abs(slope) < 0.5, f"RSS changed {slope:.2f} MB per round over rounds 21-40: {[round(x) for x in rss]}"
+        (store,) = sim.client.stores.values()  # the control variates, in files under the given folder
+        seen = int((sim.participation > 0).sum())
+        row = 4 * sim.num_params
+        assert store.folder == tmp_path and seen * row <= store.disk_bytes() < 0.5 * 10_000 * row, (
+            seen,
+            store.disk_bytes(),
+        )
+        assert float(sim.client.server["c"].abs().sum()) > 0  # SCAFFOLD really ran
+    finally:
+        sim.close()
+
+
 def test_fedprox_needs_no_store_and_runs_anywhere():
     sim = Simulation(_spec({"name": "fedprox", "options": {"mu": 0.1}}, rounds=1))
     assert sim.client is None
@@ -150,3 +190,35 @@ def test_client_algorithm_options_are_validated_with_the_field_named():
     with pytest.raises(SpecError) as e:
         _spec({"name": "nope"})
     assert e.value.field == "algorithm.client.name" and "scaffold" in e.value.message
+
+
+@pytest.mark.parametrize(
+    "client,uplink,down,up",
+    [
+        # The logistic model on 8x8 digits has P = 64·10 + 10 = 650 floats; an fp32 payload is the
+        # 16-byte header + 4·650 = 2,616 bytes, fp16's 16 + 2·650 = 1,316; 10 clients a round, all report.
+        ({"name": "fedavg"}, "fp32", 10 * 2616, 10 * 2616),
+        # SCAFFOLD sends c down beside the model and Δc_i up beside the update, both fp32.
+        ({"name": "scaffold"}, "fp32", 10 * (2616 + 2616), 10 * (2616 + 2616)),
+        ({"name": "scaffold"}, "fp16", 10 * (2616 + 2616), 10 * (1316 + 2616)),  # the codec compresses the update only
+        ({"name": "feddyn"}, "fp32", 10 * 2616, 10 * 2616),  # h stays on the server; its returned delta is the update
+        ({"name": "ditto"}, "fp32", 10 * 2616, 10 * 2616),  # personal models never leave the client
+    ],
+)
+def test_a_client_algorithms_extras_are_counted_in_the_bytes_each_way(client, uplink, down, up):
+    data = {**SHARDS["data"], "image_size": 8}
+    spec = _spec(client, rounds=1, data=data, communication={"uplink": uplink})
+    sim, (result,) = _run(spec)
+    assert sim.num_params == 650 and result.completed == result.participants == 10
+    assert (result.bytes_down, result.bytes_up) == (down, up)
+    if sim.client is not None and sim.client.server:  # what goes down is an fp32 payload of this length
+        (c,) = sim.client.server.values()
+        assert len(make_codec("fp32", [650]).encode_one(c)) == 2616
+
+
+def test_an_algorithm_naming_an_extra_it_does_not_have_is_refused():
+    class Typo(Scaffold):
+        uploads = ("c_detla",)
+
+    with pytest.raises(ValueError, match=r"Typo: uploads names \['c_detla'\], not among \['c_delta'\]"):
+        ClientRound.create(Typo(num_params=4, device="cpu", lr=0.1, options=None), {}, torch.device("cpu"))

@@ -65,3 +65,47 @@ def test_it_carries_the_update_norm_from_the_engine_to_the_table_the_csv_and_its
     assert {"id": "chart-update_norm", "title": "Update norm", "memory": False} in charts["panels"]
     # A run recorded before the field (or an external one) has no such chart.
     assert "chart-update_norm" not in dashboard_charts([{**rounds[0], "update_norm": None}], None)["figures"]
+
+
+@pytest.mark.django_db
+def test_a_ditto_run_records_the_global_and_the_personal_worst_10_percent_side_by_side(user):
+    spec = {
+        **TINY,
+        "seed": 1,
+        "rounds": 1,
+        "data": {**TINY["data"], "partition": "shards", "shards_per_client": 2, "client_test_fraction": 0.3},
+        "algorithm": {"client": {"name": "ditto", "options": {"lam": 0.1}}},
+        "participation": {"clients_per_round": 10},  # every client trains its personal model
+        "evaluation": {"clients": "cohort", "cohort_size": 10},
+    }
+    sim = Simulation(Spec.from_dict(spec))
+    results = [r.to_dict() for r in sim.run()]
+    sim.close()
+    last = results[-1]
+    # Both models on the same clients' test splits: the global one, and each client's own.
+    for key in (
+        "client_accuracy_worst10",
+        "client_accuracy_mean",
+        "personal_accuracy_worst10",
+        "personal_accuracy_mean",
+    ):
+        assert last[key] is not None and 0 <= last[key] <= 1, (key, last[key])
+    assert last["personal_accuracy_worst10"] <= last["personal_accuracy_mean"]
+    # Two models, not one copied: on 2-class shards the personal ones serve the worst clients far better.
+    assert last["personal_accuracy_worst10"] > last["client_accuracy_worst10"] + 0.1, last
+
+    experiment = make_experiment(user, spec=spec)
+    for result in results:
+        RoundMetric.record(experiment, result)
+    rounds = rounds_of(experiment)
+    traces = {t["name"]: t for t in dashboard_charts(rounds, experiment.spec)["figures"]["chart-clients"]["data"]}
+    for name, key in (("worst 10% mean", "client_accuracy_worst10"), ("personal worst 10%", "personal_accuracy_worst10"),
+                      ("mean", "client_accuracy_mean"), ("personal mean", "personal_accuracy_mean")):  # fmt: skip
+        assert traces[name]["meta"]["keys"] == [key]
+        assert traces[name]["y"] == pytest.approx([r[key] for r in results]), name
+    # A run without personal models has the traces too (the chart is declared once), with no point.
+    fedavg = dashboard_charts(
+        [{**r, "personal_accuracy_worst10": None, "personal_accuracy_mean": None} for r in rounds]
+    )
+    personal = [t for t in fedavg["figures"]["chart-clients"]["data"] if t["name"].startswith("personal")]
+    assert len(personal) == 2 and not any(t["visible"] or t["y"] for t in personal)

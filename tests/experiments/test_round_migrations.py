@@ -14,7 +14,11 @@ from orchestrator.web.charts import dashboard_charts
 from tests.conftest import TINY_SPEC
 from tests.factories import round_result
 
-BEFORE_UPDATE_NORM = [("orchestrator", "0012_mlflow_experiments_runs")]
+# A migration before each round field added later, and the fields a round stored then lacks.
+BEFORE = {
+    "update_norm": ("0012_mlflow_experiments_runs", ("update_norm",)),
+    "personal_accuracy": ("0013_roundmetric_update_norm", ("personal_accuracy_mean", "personal_accuracy_worst10")),
+}
 
 
 @pytest.mark.django_db
@@ -31,19 +35,26 @@ def _migrate(targets) -> MigrationExecutor:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_it_loads_a_round_recorded_before_the_update_norm_existed(user):
-    executor = _migrate(BEFORE_UPDATE_NORM)
+@pytest.mark.parametrize("added", BEFORE)
+def test_it_loads_a_round_recorded_before_a_field_existed(user, added):
+    migration, missing = BEFORE[added]
+    target = [("orchestrator", migration)]
+    executor = _migrate(target)
     try:
-        old = executor.loader.project_state(BEFORE_UPDATE_NORM).apps
+        old = executor.loader.project_state(target).apps
         experiment = old.get_model("orchestrator", "Experiment").objects.create(
             owner_id=user.pk, name="old", spec=TINY_SPEC
         )
-        values = {k: v for k, v in round_result(1).items() if k != "update_norm"}
-        old.get_model("orchestrator", "RoundMetric").objects.create(experiment_id=experiment.pk, worker="w", **values)
+        model = old.get_model("orchestrator", "RoundMetric")
+        columns = {f.name for f in model._meta.get_fields()}
+        assert not columns & set(missing), f"{migration} already has {sorted(columns & set(missing))}"
+        values = {k: v for k, v in round_result(1).items() if k in columns}
+        model.objects.create(experiment_id=experiment.pk, worker="w", **values)
     finally:
         executor = _migrate(executor.loader.graph.leaf_nodes())
 
     rounds = rounds_of(Experiment.objects.get(pk=experiment.pk))
-    assert rounds[0]["update_norm"] is None and rounds[0]["test_accuracy"] == values["test_accuracy"]
+    assert all(rounds[0][k] is None for k in missing) and rounds[0]["test_accuracy"] == values["test_accuracy"]
     assert table_rows(rounds)[0][0] == "1"
-    assert "chart-update_norm" not in dashboard_charts(rounds, TINY_SPEC)["figures"]  # a chart it never had
+    figures = dashboard_charts(rounds, TINY_SPEC)["figures"]
+    assert "chart-update_norm" not in figures and "chart-clients" not in figures  # charts it never had

@@ -1,12 +1,14 @@
 """Affinity with real Celery workers (issue 17): with two live workers, an experiment's rounds after the
 first stay on the worker that ran the first (it holds the experiment: no rebuild, no replay); when that
-worker is killed, the other continues and every round is still recorded exactly once."""
+worker is killed, the other continues, every round is still recorded exactly once and the final
+checkpoint (with SCAFFOLD: every client's control variates too) equals the run alone."""
 
 import pytest
 
 from orchestrator.models import Experiment, Status
 from tests.conftest import TINY_SPEC
 from tests.live import wait_for
+from tests.workers.reference import assert_final_checkpoint_equals, compared, recorded_rounds, reference_simulation
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -55,16 +57,34 @@ def test_it_keeps_every_round_after_the_first_on_one_of_two_workers(user, worker
     assert max(workers.count(w) for w in set(workers)) >= 10, f"rounds ran on {workers} (claimants {claimants})"
 
 
-def test_the_other_worker_continues_when_the_holder_is_killed(user, workers):
-    procs = {"w1": workers.start("w1"), "w2": workers.start("w2")}
-    e = Experiment.objects.create(owner=user, name="holder killed", spec={**SPEC, "rounds": 12})
+# SCAFFOLD keeps a control variate per client in files every worker shares (issue 19): its
+# holder killed twice, it moves on to a third worker and still ends exactly where it would
+# alone, every client's rows included.
+SCAFFOLD = {**SPEC, "algorithm": {"client": {"name": "scaffold"}}}
+
+
+@pytest.mark.parametrize("spec,kills", [(SPEC, 1), (SCAFFOLD, 2)], ids=["fedavg", "scaffold"])
+def test_the_other_worker_continues_when_the_holder_is_killed(user, workers, tmp_path, spec, kills):
+    procs = workers.start_all(*(f"w{i}" for i in range(1, kills + 2)))  # one more than the kills
+    e = Experiment.objects.create(owner=user, name="holder killed", spec={**spec, "rounds": 12})
     e.start()
+    killed: list[tuple[str, int]] = []
+    for k in range(kills):
+        beyond = killed[-1][1] + 2 if killed else 3  # the next holder has run a round or two
 
-    def some_rounds_done():
-        e.refresh_from_db()
-        return e.current_round >= 3 and e.worker
+        def rounds_done(beyond=beyond):
+            e.refresh_from_db()
+            return (e.current_round >= beyond or e.is_finished) and e.worker
 
-    holder = wait_for(some_rounds_done, 120, "three rounds to be recorded").split("@")[0]
-    procs[holder].kill9()
+        holder = wait_for(rounds_done, 120, f"{beyond} rounds to be recorded").split("@")[0]
+        assert not e.is_finished, f"the run ended before kill {k + 1} of {kills} (killed {killed})"
+        procs[holder].kill9()  # in a round or between two: either way its state must survive
+        killed.append((holder, e.current_round))
     _finished(e)
-    assert not e.worker.startswith(holder + "@"), f"{e.worker} ran the last round, but {holder} was killed"
+    assert not any(e.worker.startswith(h + "@") for h, _ in killed), f"{e.worker} ran the last round ({killed})"
+    reference, results = reference_simulation(e.spec)
+    try:
+        assert recorded_rounds(e) == compared(results)
+        assert_final_checkpoint_equals(e, reference, tmp_path / "from-checkpoint")
+    finally:
+        reference.close()

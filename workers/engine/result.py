@@ -59,14 +59,26 @@ def quantile_fields(prefix: str, values: list[float]) -> dict[str, float | None]
     return {f"{prefix}_p{q}": float(v) for q, v in zip(QUANTILES, np.percentile(finite, QUANTILES), strict=True)}
 
 
+def mean_and_worst10(accuracies: list[float]) -> tuple[float | None, float | None]:
+    """The mean of the finite ``accuracies`` and the mean of their worst 10% (at least one client)."""
+    finite = sorted(a for a in accuracies if a == a)
+    if not finite:
+        return None, None
+    worst = finite[: max(1, len(finite) // 10)]
+    return sum(finite) / len(finite), sum(worst) / len(worst)
+
+
 def accuracy_fields(accuracies: list[float]) -> dict[str, float | None]:
     """The client_accuracy_* fields of a round: quantiles, mean and the worst 10% clients' mean."""
     fields = quantile_fields("client_accuracy", accuracies)
-    finite = sorted(a for a in accuracies if a == a)
-    worst = finite[: max(1, len(finite) // 10)]
-    fields["client_accuracy_mean"] = sum(finite) / len(finite) if finite else None
-    fields["client_accuracy_worst10"] = sum(worst) / len(worst) if finite else None
+    fields["client_accuracy_mean"], fields["client_accuracy_worst10"] = mean_and_worst10(accuracies)
     return fields
+
+
+def personal_accuracy_fields(accuracies: list[float]) -> dict[str, float | None]:
+    """The personal_accuracy_* fields: the same mean and worst 10%, of each client's personal model."""
+    mean, worst = mean_and_worst10(accuracies)
+    return {"personal_accuracy_mean": mean, "personal_accuracy_worst10": worst}
 
 
 def participation_histogram(counts) -> list[int]:

@@ -240,6 +240,12 @@ FIELDS: tuple[Field, ...] = (
           plots=(Plot("clients", "mean", "#2563eb", compare="solid", rank=5),)),
     Field("client_accuracy_worst10", float, "mean accuracy over the worst 10% of the evaluated clients", null=True,
           plots=(Plot("clients", "worst 10% mean", "#dc2626", compare="dot", rank=5),)),
+    # A personalisation method (Ditto): each evaluated client's own personal model on its test split,
+    # drawn beside the global model's lines above, so the gain for the worst clients shows at once.
+    Field("personal_accuracy_mean", float, "mean accuracy of the evaluated clients' personal models", null=True,
+          plots=(Plot("clients", "personal mean", "#7c3aed", dash="dash", rank=6),)),
+    Field("personal_accuracy_worst10", float, "mean accuracy of the worst 10% of the evaluated clients' personal "
+          "models", null=True, plots=(Plot("clients", "personal worst 10%", "#db2777", dash="dash", rank=6),)),
     # Quantiles of the aggregated clients' mean local training losses this round.
     *_quantiles("train_loss", "mean local training loss of the aggregated clients", _LOSS),
     Field("participation_histogram", list[int],

@@ -223,11 +223,13 @@ class Simulation(SimulationState):
         if r % spec.evaluation.every == 0 or r == spec.rounds:
             test_loss, test_acc = self.evaluate()
             clients_eval = client_evaluation(self.model, self.replicas[0].data, self._evaluated(cohort), self.spec)
-            clients_eval = self._personal_evaluation(cohort) or clients_eval
+            clients_eval = {**clients_eval, **self._personal_evaluation(cohort)}  # Ditto: both models
         self.client_states.commit(r)  # the rows the cohort scattered become round r's
         self.round = r
         mem = probes.probe_devices(self.devices, self.child_peak_vram_mb)  # None unless isolated
         completed = len(cohort.trained)
+        # A client algorithm's extras travel beside the model and the update (SCAFFOLD's c and Δc_i).
+        extra_down, extra_up = (self.client.bytes_down, self.client.bytes_up) if self.client else (0, 0)
         return RoundResult(
             round=r,
             participants=len(cohort.clients),
@@ -237,8 +239,8 @@ class Simulation(SimulationState):
             train_loss=float(stats["loss"]) / total_weight if total_weight > 0 else None,
             test_loss=test_loss,
             test_accuracy=test_acc,
-            bytes_down=bytes_down,
-            bytes_up=self.uplink.payload_bytes() * completed,
+            bytes_down=bytes_down + extra_down * len(cohort.clients),
+            bytes_up=(self.uplink.payload_bytes() + extra_up) * completed,
             bytes_formula=fp32_bytes_formula(self.num_params, len(cohort.clients)),
             round_seconds=time.perf_counter() - t0,
             train_seconds=train_seconds,

@@ -53,7 +53,8 @@ class SimulationState:
             store.commit(round_number)
 
     def _personal_evaluation(self, cohort: Cohort) -> dict:
-        """Ditto's personal models on the evaluated clients' test splits (empty for other algorithms)."""
+        """Ditto's personal models on the evaluated clients' test splits, beside the global model's
+        client_accuracy_* (empty for other algorithms)."""
         personal = self.client.algorithm.personal if self.client else None
         if personal is None:
             return {}

@@ -39,6 +39,8 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from workers.engine.codecs import make_codec
+
 
 class StateStore(Protocol):
     """What the engine needs of a per-client state store (``workers.engine.client_state.ClientStateStore``)."""
@@ -72,6 +74,12 @@ class ClientAlgorithm:
     returns: tuple[str, ...] = ()  # names of the [G, P] values finish() returns beside the update
     personal: str | None = None  # a client state holding a personal model (width P + 1)
     changes_update: bool = False  # whether fold() changes the averaged update
+    # What travels beside the model, counted in bytes_down / bytes_up as fp32 payloads: the server
+    # buffers each sampled client receives, and the returned values each reporting client sends.
+    # None: every server_state() buffer / every name in returns. List fewer for a buffer that stays
+    # on the server, or a value the server derives from the update it already received.
+    broadcasts: tuple[str, ...] | None = None
+    uploads: tuple[str, ...] | None = None
 
     def __init__(self, *, num_params: int, device: torch.device | str, lr: float, options: Any):
         self.num_params = num_params
@@ -134,14 +142,32 @@ class ClientRound:
     stores: Mapping[str, StateStore]
     sums: dict[str, Tensor]  # [P] on the server's device, zeroed by each round's training
     reported: Tensor  # [] clients that reported this round
+    bytes_down: int = 0  # per sampled client, beside the model: the encoded broadcast buffers
+    bytes_up: int = 0  # per reporting client, beside its update: the encoded uploaded values
 
     @classmethod
     def create(cls, algorithm: ClientAlgorithm, stores: Mapping[str, StateStore], device: torch.device) -> ClientRound:
         server = {k: v.to(device) for k, v in algorithm.server_state().items()}
         sums = {name: torch.zeros(algorithm.num_params, device=device) for name in algorithm.returns}
-        return cls(algorithm, server, dict(stores), sums, torch.zeros((), device=device))
+        down = _travelling(algorithm, "broadcasts", algorithm.broadcasts, server)
+        up = _travelling(algorithm, "uploads", algorithm.uploads, sums)
+        return cls(algorithm, server, dict(stores), sums, torch.zeros((), device=device), down, up)
 
     def zero_(self) -> None:
         for s in self.sums.values():
             s.zero_()
         self.reported.zero_()
+
+
+def _travelling(
+    algorithm: ClientAlgorithm, what: str, names: tuple[str, ...] | None, values: Mapping[str, Tensor]
+) -> int:
+    """Bytes of one client's ``names`` (None: all of ``values``), each sent as an fp32 payload: the
+    wire format of codecs.py (its header and 4 bytes a float), as the update's fp32 payload is counted."""
+    names = tuple(values) if names is None else names
+    unknown = sorted(set(names) - set(values))
+    if unknown:
+        raise ValueError(
+            f"client algorithm {type(algorithm).__name__}: {what} names {unknown}, not among {sorted(values)}"
+        )
+    return sum(make_codec("fp32", [values[n].numel()]).payload_bytes() for n in names)

@@ -33,6 +33,8 @@ class FedDyn(ClientAlgorithm):
     corrects = True
     returns = ("delta",)
     changes_update = True
+    # Nothing travels beside the model: h stays on the server, and the returned delta is the update.
+    broadcasts = uploads = ()
 
     def client_state(self) -> dict[str, int]:
         return {"h_i": self.num_params}

@@ -9,14 +9,14 @@ import torch
 from workers.engine.algorithms.base import StateStore
 from workers.engine.client import bind_flat
 from workers.engine.evaluation import evaluate_clients
-from workers.engine.result import accuracy_fields
+from workers.engine.result import personal_accuracy_fields
 
 
 @torch.no_grad()
 def personal_evaluation(
     model: torch.nn.Module, global_flat: torch.Tensor, data, clients: torch.Tensor | None, store: StateStore, spec
 ) -> dict:
-    """The client_accuracy_* fields of a round measured on the personal models of ``clients``
+    """The personal_accuracy_* fields of a round, measured on the personal models of ``clients``
     (a client never trained holds none yet: the global model stands in for it, as Ditto starts
     personal models from it). Empty when federated evaluation is off."""
     if clients is None or data.client_test_offsets is None:
@@ -41,4 +41,4 @@ def personal_evaluation(
             device=device,
         )
         accuracies.append(float(acc[0]))
-    return accuracy_fields(accuracies)
+    return personal_accuracy_fields(accuracies)
