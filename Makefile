@@ -44,25 +44,38 @@ chromium:
 			|| echo "could not install chromium: the browser tests will skip"; \
 	fi
 
-# PostgreSQL: when one answers (scripts/postgres_url.py), the postgres-marked tests run on it in a
-# second pytest run and the rest on SQLite; otherwise all of them on SQLite. The output says which.
+# Three pytest runs, each ending with its own summary line; the first failure does not stop the others.
+# 1. The in-process tests (neither integration nor browser) on 2 xdist processes, one torch thread each,
+#    a test file per process at a time (a module's fixtures are built once): they share nothing but the
+#    machine (own SQLite file, own data folder per test).
+# 2. The integration and browser tests one at a time: they start workers, daphne and Chromium, whose
+#    timing (leases, heartbeats) should not compete with a second run.
+# 3. PostgreSQL: when one answers (scripts/postgres_url.py), the postgres-marked tests run on it;
+#    otherwise they run on SQLite in the first two runs. The output says which.
+XDIST := -n 2 --dist loadfile
 test: venv chromium
 	url="$$($(BIN)/python scripts/redis_url.py --test)"; \
 	if [ -n "$$url" ]; then export REDIS_URL="$$url"; fi; \
 	pg="$$($(BIN)/python scripts/postgres_url.py)"; status=0; \
 	if [ -n "$$pg" ]; then \
-		echo "PostgreSQL answers: the postgres-marked tests run on it, the others on SQLite"; \
-		env -u DATABASE_URL $(BIN)/python -m pytest -m "not postgres" --durations=30 $(PYTEST_ARGS) || status=$$?; \
+		echo "PostgreSQL answers: the postgres-marked tests run on it, the others on SQLite"; not_pg=" and not postgres"; \
+	else \
+		echo "no PostgreSQL answers (set DATABASE_URL=postgres://...): the postgres-marked tests run on SQLite"; not_pg=""; \
+	fi; \
+	echo "== in-process tests, 2 processes =="; \
+	env -u DATABASE_URL OMP_NUM_THREADS=1 $(BIN)/python -m pytest $(XDIST) -m "not integration and not browser$$not_pg" \
+		--durations=15 $(PYTEST_ARGS) || status=$$?; \
+	echo "== integration and browser tests, one at a time =="; \
+	env -u DATABASE_URL $(BIN)/python -m pytest -m "(integration or browser)$$not_pg" --durations=15 $(PYTEST_ARGS) \
+		|| status=$$?; \
+	if [ -n "$$pg" ]; then \
 		echo "== the postgres-marked tests on PostgreSQL ($${pg%%@*}@...) =="; \
 		DATABASE_URL="$$pg" $(BIN)/python -m pytest -m postgres --durations=10 $(PYTEST_ARGS) || [ $$? = 5 ] || status=1; \
-	else \
-		echo "no PostgreSQL answers (set DATABASE_URL=postgres://...): the postgres-marked tests run on SQLite"; \
-		$(BIN)/python -m pytest --durations=30 $(PYTEST_ARGS) || status=$$?; \
 	fi; \
 	exit $$status
 
 test-fast: venv
-	$(BIN)/python -m pytest -m "not integration and not slow and not browser" $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest $(XDIST) -m "not integration and not slow and not browser" $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .
