@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from orchestrator.api.spec_schema import component_options_schemas, spec_schema
 from rest_framework.test import APIClient
 
+from orchestrator.api.spec_schema import component_options_schemas, spec_schema
 from orchestrator.models import Experiment
 from tests.web.conftest import make_experiment
 from tests.web.test_form_fields_shown import page_fields
