@@ -29,30 +29,38 @@ FALLBACK_SECONDS = 30  # how long a process counts alone after the shared cache 
 _shared_down_until = 0.0  # monotonic time; per process
 
 
-def count(key: str) -> tuple[int, float]:
-    """This request's number in ``key``'s current window, and the window's start (Unix time)."""
+def count(key: str) -> tuple[int, object]:
+    """This request's number in ``key``'s current window, and the cache that counted it."""
     global _shared_down_until
     if time.monotonic() >= _shared_down_until:
+        shared = caches["shared"]
         try:
-            return _count_in(caches["shared"], key)
+            return _count_in(shared, key), shared
         except Exception:  # Redis away or misconfigured: never turn a report into a 500
             log.warning(
                 "rate limit: the shared cache failed; counting per process for %s s", FALLBACK_SECONDS, exc_info=True
             )
             _shared_down_until = time.monotonic() + FALLBACK_SECONDS
-    return _count_in(caches["default"], key)
+    local = caches["default"]
+    return _count_in(local, key), local
 
 
-def _count_in(cache, key: str) -> tuple[int, float]:
-    for _ in range(3):  # the window may expire between add and incr: open the next one
-        if cache.add(key, 0, WINDOW_SECONDS):
-            cache.set(f"{key}:start", time.time(), WINDOW_SECONDS)
+def _count_in(cache, key: str) -> int:
+    # Two round trips to Redis in an open window (incr's EXISTS + INCR); the window's start is
+    # written when it opens and read only for a refusal's Retry-After.
+    for _ in range(3):  # the window may close between a failed incr and add: try again
         try:
-            number = cache.incr(key)
-        except ValueError:
-            continue
-        return number, cache.get(f"{key}:start") or time.time()
+            return cache.incr(key)
+        except ValueError:  # no window open: open one with this request
+            if cache.add(key, 1, WINDOW_SECONDS):
+                cache.set(f"{key}:start", time.time(), WINDOW_SECONDS)
+                return 1
     raise RuntimeError(f"rate limit: could not count {key}")
+
+
+def _seconds_left(cache, key: str) -> int:
+    start = cache.get(f"{key}:start") or time.time()
+    return max(1, math.ceil(start + WINDOW_SECONDS - time.time()))
 
 
 class RunTokenThrottle(throttling.BaseThrottle):
@@ -69,10 +77,11 @@ class RunTokenThrottle(throttling.BaseThrottle):
         if ident is None:
             return True
         limit = settings.FEDWEB_EXTERNAL_RATE
-        number, start = count(f"throttle:{self.scope}:{ident}")
+        key = f"throttle:{self.scope}:{ident}"
+        number, cache = count(key)
         if number <= limit:
             return True
-        wait = max(1, math.ceil(start + WINDOW_SECONDS - time.time()))
+        wait = _seconds_left(cache, key)
         # DRF appends "Expected available in {wait} seconds." and sets Retry-After from ``wait``.
         raise exceptions.Throttled(
             wait=wait, detail=f"Over the limit of {limit} requests per minute for this token (FEDWEB_EXTERNAL_RATE)."
