@@ -45,6 +45,15 @@ class RoundEvent(TypedDict):
     published_at: float | None
 
 
+class RoundsEvent(TypedDict):
+    """Consecutive rounds of one run as one message (a batch of reported rounds, or rounds queued
+    together): one channel-layer send, and one message to each socket."""
+
+    type: Literal["rounds"]
+    experiment_id: int
+    rounds: list[RoundEvent]
+
+
 class StatusEvent(TypedDict):
     type: Literal["status"]
     experiment_id: int
@@ -295,13 +304,43 @@ def _enqueue(loop: asyncio.AbstractEventLoop, layer, group: str, payloads: list[
 
 async def _drain(queue: asyncio.Queue) -> None:
     while True:
-        layer, group, payloads = await queue.get()
-        try:
-            await _send_in_order(layer, group, payloads)
-        except Exception:
-            log.warning("could not publish %s event(s) to %s", payloads[0]["type"], group, exc_info=True)
+        waiting = [await queue.get()]
+        while not queue.empty():  # everything handed over meanwhile goes out together, per group
+            waiting.append(queue.get_nowait())
+        for layer, group, payloads in _per_group(waiting):
+            try:
+                await _send_in_order(layer, group, payloads)
+            except Exception:
+                log.warning("could not publish %s event(s) to %s", payloads[0]["type"], group, exc_info=True)
+
+
+def _per_group(waiting: list[tuple]) -> list[tuple]:
+    """(layer, group, payloads) with each group's payloads together, in the order handed over."""
+    groups: dict[tuple[int, str], tuple] = {}
+    for layer, group, payloads in waiting:
+        groups.setdefault((id(layer), group), (layer, group, []))[2].extend(payloads)
+    return list(groups.values())
 
 
 async def _send_in_order(layer, group: str, payloads: list[dict]) -> None:
-    for payload in payloads:
+    for payload in _rounds_together(payloads):
         await layer.group_send(group, payload)
+
+
+def _rounds_together(payloads: list[dict]) -> list[dict]:
+    """``payloads`` in order, each run of consecutive round events as one ``rounds`` event: a send
+    per round was a few Redis round trips per round on a loop that also serves every socket."""
+    out: list[dict] = []
+    for payload in payloads:
+        if payload["type"] == "round" and out and out[-1]["type"] in ("round", "rounds"):
+            previous = out.pop()
+            rounds = previous["rounds"] if previous["type"] == "rounds" else [previous]
+            batch: RoundsEvent = {
+                "type": "rounds",
+                "experiment_id": payload["experiment_id"],
+                "rounds": [*rounds, payload],
+            }
+            out.append(batch)
+        else:
+            out.append(payload)
+    return out

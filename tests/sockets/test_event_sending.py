@@ -15,14 +15,15 @@ class GatedLayer:
     """A channel layer whose sends wait for ``gate``: a caller that waited for its send would hang."""
 
     def __init__(self, open_gate: bool = False) -> None:
-        self.sent: list[tuple[str, str, int | None]] = []
+        self.sent: list[tuple[str, str, list[int]]] = []
         self.gate = asyncio.Event()
         if open_gate:
             self.gate.set()
 
     async def group_send(self, group: str, payload: dict) -> None:
         await self.gate.wait()
-        self.sent.append((group, payload["type"], payload.get("round")))
+        rounds = [r["round"] for r in payload.get("rounds", [payload])] if "round" in payload["type"] else []
+        self.sent.append((group, payload["type"], rounds))
 
 
 class BrokenLayer:
@@ -30,8 +31,8 @@ class BrokenLayer:
         raise ConnectionError("Redis is away")
 
 
-def _rounds(*numbers: int) -> list[dict]:
-    return [{"type": "round", "round": n} for n in numbers]
+def _rounds(*numbers: int, experiment: int = 1) -> list[dict]:
+    return [{"type": "round", "experiment_id": experiment, "round": n} for n in numbers]
 
 
 async def _wait_for(predicate, what: str) -> None:
@@ -54,28 +55,48 @@ def test_it_hands_sends_to_the_loop_and_keeps_their_order():
         def view() -> str:  # what a sync view in daphne does: publish, then answer
             events._hand_over(layer, "experiment-1", _rounds(1, 2))
             events._hand_over(layer, "experiment-1", [{"type": "status"}])
-            events._hand_over(layer, "experiment-2", _rounds(1))
+            events._hand_over(layer, "experiment-2", _rounds(1, experiment=2))
             return "answered"
 
         assert await asyncio.wait_for(sync_to_async(view)(), 5) == "answered"  # never waited for the gate
         assert layer.sent == []
         layer.gate.set()
-        await _wait_for(lambda: len(layer.sent) == 4, f"4 sends (sent: {layer.sent})")
+        await _wait_for(lambda: len(layer.sent) == 3, f"3 sends (sent: {layer.sent})")
         _stop_draining()
         return layer.sent
 
     assert async_to_sync(scenario)() == [
-        ("experiment-1", "round", 1),
-        ("experiment-1", "round", 2),
-        ("experiment-1", "status", None),
-        ("experiment-2", "round", 1),
+        ("experiment-1", "rounds", [1, 2]),  # one send for the batch
+        ("experiment-1", "status", []),
+        ("experiment-2", "round", [1]),
     ]
 
 
 def test_it_sends_before_returning_outside_a_server_thread():
     layer = GatedLayer(open_gate=True)
     events._hand_over(layer, "experiment-1", _rounds(3, 4))
-    assert layer.sent == [("experiment-1", "round", 3), ("experiment-1", "round", 4)]
+    assert layer.sent == [("experiment-1", "rounds", [3, 4])]
+
+
+def test_consecutive_rounds_go_out_as_one_message_and_nothing_overtakes():
+    status = {"type": "status", "experiment_id": 1}
+    sent = events._rounds_together([*_rounds(1, 2), *_rounds(3), status, *_rounds(4)])
+    assert [(e["type"], [r["round"] for r in e.get("rounds", [e])] if "round" in e["type"] else []) for e in sent] == [
+        ("rounds", [1, 2, 3]),
+        ("status", []),
+        ("round", [4]),  # a lone round stays a plain round event
+    ]
+    assert sent[0]["experiment_id"] == 1
+
+
+def test_what_waited_together_goes_out_per_group_in_the_order_handed_over():
+    layer = object()
+    waiting = [(layer, "experiment-1", _rounds(1)), (layer, "experiment-2", _rounds(7, experiment=2)),
+               (layer, "experiment-1", _rounds(2))]  # fmt: skip
+    assert [(g, [p["round"] for p in ps]) for _, g, ps in events._per_group(waiting)] == [
+        ("experiment-1", [1, 2]),
+        ("experiment-2", [7]),
+    ]
 
 
 def test_a_failed_send_is_logged_not_raised(caplog):
