@@ -207,6 +207,19 @@ _BROKER_URL, _CHANNELS_URL = redis_urls(REDIS_URL)
 
 CHANNEL_LAYERS = channel_layers(_CHANNELS_URL, REDIS_PREFIX)
 
+# "default" stays in each process (previews); "shared" is what every web process must see alike:
+# the ingestion rate limit per token (orchestrator/external/ratelimit.py), in the broker's database
+# under its own key prefix. Short timeouts: when Redis does not answer, the limit counts per process.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "shared": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": _BROKER_URL,
+        "KEY_PREFIX": f"{REDIS_PREFIX}fedweb-cache",
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+    },
+}
+
 # Redis by default (database n of REDIS_URL); RabbitMQ with CELERY_BROKER_URL=amqp://...
 CELERY_BROKER_URL = broker_url(env_str("CELERY_BROKER_URL"), _BROKER_URL)
 if CELERY_BROKER_URL.startswith(("redis", "rediss", "unix")):

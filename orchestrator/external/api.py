@@ -31,8 +31,9 @@ from accounts.models import Team
 from orchestrator.api.serializers import TeamAndVisibility
 from orchestrator.experiments import access
 from orchestrator.external import ingest
-from orchestrator.external.auth import HasRunToken, RunTokenAuthentication, RunTokenThrottle
+from orchestrator.external.auth import HasRunToken, RunTokenAuthentication
 from orchestrator.external.models import ExternalRun
+from orchestrator.external.ratelimit import RunTokenThrottle
 from orchestrator.models import Experiment, Kind, Status, Visibility
 
 MAX_CONFIG_CHARS = 50_000
@@ -113,7 +114,9 @@ REFUSALS = {
     401: OpenApiResponse(description="Missing, unknown, revoked or expired run token"),
     404: OpenApiResponse(description="Another run's id"),
     409: OpenApiResponse(description='{"detail", "field"}: contradicts a recorded round, or the run is over'),
-    429: OpenApiResponse(description="Over FEDWEB_EXTERNAL_RATE requests per minute for this token (Retry-After)"),
+    429: OpenApiResponse(
+        description="Over FEDWEB_EXTERNAL_RATE requests per minute for this token, counted across all web processes (Retry-After)"
+    ),
 }
 
 

@@ -7,9 +7,8 @@ experiments or create runs.
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.utils import timezone
-from rest_framework import authentication, exceptions, permissions, throttling
+from rest_framework import authentication, exceptions, permissions
 
 from orchestrator.external.models import TOKEN_PREFIX, ExternalRun, hash_token
 
@@ -51,17 +50,3 @@ class HasRunToken(permissions.BasePermission):
 
     def has_permission(self, request, view) -> bool:
         return isinstance(request.auth, ExternalRun)
-
-
-class RunTokenThrottle(throttling.SimpleRateThrottle):
-    """FEDWEB_EXTERNAL_RATE requests per minute per run token; 429 with Retry-After beyond."""
-
-    scope = "external_run"
-
-    def get_rate(self) -> str:
-        return f"{settings.FEDWEB_EXTERNAL_RATE}/min"
-
-    def get_cache_key(self, request, view) -> str | None:
-        if not isinstance(request.auth, ExternalRun):
-            return None
-        return self.cache_format % {"scope": self.scope, "ident": request.auth.pk}

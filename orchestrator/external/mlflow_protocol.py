@@ -18,8 +18,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from orchestrator.external import ingest
-from orchestrator.external.auth import RunTokenAuthentication, RunTokenThrottle
+from orchestrator.external.auth import RunTokenAuthentication
 from orchestrator.external.models import TOKEN_PREFIX, ExternalRun, MlflowExperiment
+from orchestrator.external.ratelimit import RunTokenThrottle
 from orchestrator.models import Status
 
 # MLflow's error codes and the HTTP status its server answers for each.
@@ -87,12 +88,12 @@ class BearerAuthentication(authentication.BaseAuthentication):
 class Throttle(RunTokenThrottle):
     """FEDWEB_EXTERNAL_RATE requests per minute per run token, or per user for a user's token."""
 
-    def get_cache_key(self, request, view) -> str | None:
+    def ident(self, request) -> str | None:
         if isinstance(request.auth, ExternalRun):
-            return super().get_cache_key(request, view)
+            return super().ident(request)
         if not request.user or not request.user.is_authenticated:
             return None
-        return self.cache_format % {"scope": "mlflow_user", "ident": request.user.pk}
+        return f"user-{request.user.pk}"
 
 
 def mlflow_view(methods: list[str]):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
+from django.core.cache import caches
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -18,11 +18,20 @@ if CLIENT_SRC not in sys.path:
     sys.path.insert(0, CLIENT_SRC)
 
 
+IN_PROCESS_CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    # The rate limit's shared cache, in this process: no test run counts in another one's Redis.
+    # The live tests' daphne processes use the real one (tests/external/test_rate_limit_live.py).
+    "shared": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "shared"},
+}
+
+
 @pytest.fixture(autouse=True)
-def _fresh_throttle():
-    cache.clear()  # the per-token request counts live in the default cache
-    yield
-    cache.clear()
+def _fresh_throttle(settings):
+    settings.CACHES = IN_PROCESS_CACHES
+    for alias in IN_PROCESS_CACHES:
+        caches[alias].clear()  # the per-token request counts (cleared before each test, not after:
+        # a test may leave a cache pointed at a Redis that is not there)
 
 
 def user_client(username: str) -> APIClient:

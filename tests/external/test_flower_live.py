@@ -13,14 +13,16 @@ from rest_framework.authtoken.models import Token
 from orchestrator.models import CustomMetric, Experiment, Kind, RoundMetric, Status
 from tests.external.conftest import CLIENT_SRC  # noqa: F401  (puts clients/python on sys.path)
 
-flwr = pytest.importorskip("flwr")
-from fedweb_client.flower import FedWebStrategy  # noqa: E402
-from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
-from flwr.clientapp import ClientApp  # noqa: E402
-from flwr.serverapp import Grid, ServerApp  # noqa: E402
-from flwr.serverapp.strategy import FedAvg  # noqa: E402
+# isort: split
+# No importorskip: flwr is in requirements-dev.lock, so a venv without it is broken and says so here
+# (a skip would hide the one real-Flower test, as it did while flwr could not share the lock).
+from fedweb_client.flower import FedWebStrategy
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+from flwr.serverapp.strategy import FedAvg
 
-from tests.external.flower_inprocess import InProcessGrid  # noqa: E402
+from tests.external.flower_inprocess import InProcessGrid
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 NODES, ROUNDS, DIM = 5, 4, 8

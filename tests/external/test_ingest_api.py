@@ -154,3 +154,15 @@ def test_custom_metric_names_are_bounded_per_run(run):
     r = post_rounds(client, pk, {"round": 2, "metrics": {"c": 1, "d": 2}})
     assert r.status_code == 400 and "metrics" in r.json()
     assert not RoundMetric.objects.filter(experiment_id=pk, round=2).exists()
+
+
+@override_settings(FEDWEB_EXTERNAL_MAX_METRICS=3)
+def test_names_of_any_earlier_round_count_toward_the_bound(run):
+    pk, client = run
+    codes = [
+        post_rounds(client, pk, {"round": n, "metrics": metrics}).status_code
+        for n, metrics in enumerate(({"a": 1, "b": 2}, {"c": 1}, {"c": 2}, {"a": 3}), start=1)
+    ]
+    assert codes == [201, 201, 201, 201]  # a, b, c: three names, whichever rounds bring them back
+    r = post_rounds(client, pk, {"round": 5, "metrics": {"c": 1, "d": 2}})  # d is a fourth (a, b: rounds 1, 4)
+    assert r.status_code == 400 and "makes 4" in r.json()["metrics"][0], r.content
