@@ -10,16 +10,13 @@ because Redis was away gets it from the database when it reconnects with ``?afte
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
 import time
-import weakref
 from collections.abc import Iterable
 from datetime import timedelta
 from typing import Literal, TypedDict
 
-from asgiref.sync import SyncToAsync, async_to_sync
+from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
@@ -181,10 +178,10 @@ def publish_round(experiment_id: int, metrics: dict) -> None:
 
 
 def publish_rounds(experiment_id: int, rounds: list[dict]) -> None:
-    """Several rounds of one run, in order, in one hop to the event loop (an external run's batch).
+    """Several rounds of one run, in order, as one channel-layer message (an external run's batch).
 
-    One hand-over to the event loop (``_hand_over``) per batch, not per round, and only the last round carries the leak
-    verdict (one query per batch; the others' None keeps the page's badge).
+    One send per batch, not per round, and only the last round carries the leak verdict (one query
+    per batch; the others' None keeps the page's badge).
     """
     if not rounds:
         return
@@ -240,86 +237,24 @@ def _send(group: str, payload: dict) -> None:
 
 
 def _send_all(group: str, payloads: list[dict]) -> None:
+    """Send ``payloads`` to ``group`` in order before returning (consecutive rounds as one message).
+
+    Before returning, not handed to the event loop for later: an ingestion request is answered only
+    once its rounds are on their way, so the client's next report, even one that another web
+    process takes (FEDWEB_WEB_PROCESSES), is published after them, and a socket (which drops a round
+    older than the last it showed) never sees them out of order. A hand-over queue per process was
+    tried (issue 20): it freed daphne's sync thread sooner, but lost that order across processes,
+    and one benchmark run missed the last rounds of a run with no explanation found. The speed came
+    from the batching (one channel-layer send per report, not per round), which stays.
+    Sending never raises: a failed send is logged, and the database still has what it announced.
+    """
     layer = get_channel_layer()
-    if layer is not None:
-        _hand_over(layer, group, payloads)
-
-
-# -- sending from sync code, in order, without holding the thread that asks -----------------------
-# In daphne every sync view runs on one executor thread, and ``async_to_sync(group_send)`` there
-# waits for the event loop to run the send: a few Redis round trips, each one turn of a loop that is
-# also serving every socket. Profiled under ``python -m benchmarks ingest_live`` that wait was most of
-# an ingestion request (~90 ms per request on the loaded 2-core VM), and every other request queued
-# behind it. Here, in a thread that ``sync_to_async`` started (daphne's), the payloads go to a queue
-# on that event loop and one task per loop sends them in the order they were handed over; the
-# thread returns at once. Anywhere else (Celery workers, scripts, tests' own threads) the send is
-# made before returning, as before.
-#
-# One queue per process and loop keeps every event of a process in one order: a round and the
-# status after it never overtake each other. Sending never raises: a failed send is logged, and the
-# database still has what it announced.
-
-MAX_WAITING = 10_000  # sends queued on one loop; beyond it new ones are dropped (and logged)
-# event loop -> (its queue, the task draining it); the task is kept here, as asyncio asks.
-_queues: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _hand_over(layer, group: str, payloads: list[dict]) -> None:
-    """Send ``payloads`` to ``group`` in order: queued on the server's loop when called from one of
-    its sync threads, else sent before returning."""
-    loop = _server_loop()
-    if loop is not None:
-        try:
-            loop.call_soon_threadsafe(_enqueue, loop, layer, group, payloads)
-            return
-        except RuntimeError:  # the loop closed under us: send it here
-            pass
+    if layer is None:
+        return
     try:
         async_to_sync(_send_in_order)(layer, group, payloads)
     except Exception:  # Redis down: what the events announce is already in the database
         log.warning("could not publish %s event(s) to %s", payloads[0]["type"], group, exc_info=True)
-
-
-def _server_loop() -> asyncio.AbstractEventLoop | None:
-    # asgiref marks the threads sync_to_async runs code in with the loop that waits for them.
-    local = SyncToAsync.threadlocal
-    loop = getattr(local, "main_event_loop", None)
-    if loop is None or getattr(local, "main_event_loop_pid", None) != os.getpid() or loop.is_closed():
-        return None
-    return loop
-
-
-def _enqueue(loop: asyncio.AbstractEventLoop, layer, group: str, payloads: list[dict]) -> None:
-    if loop not in _queues:
-        queue = asyncio.Queue()
-        _queues[loop] = queue, loop.create_task(_drain(queue))
-    queue = _queues[loop][0]
-    if queue.qsize() >= MAX_WAITING:
-        log.warning(
-            "dropped %s %s event(s) to %s: %s sends waiting", len(payloads), payloads[0]["type"], group, MAX_WAITING
-        )
-        return
-    queue.put_nowait((layer, group, payloads))
-
-
-async def _drain(queue: asyncio.Queue) -> None:
-    while True:
-        waiting = [await queue.get()]
-        while not queue.empty():  # everything handed over meanwhile goes out together, per group
-            waiting.append(queue.get_nowait())
-        for layer, group, payloads in _per_group(waiting):
-            try:
-                await _send_in_order(layer, group, payloads)
-            except Exception:
-                log.warning("could not publish %s event(s) to %s", payloads[0]["type"], group, exc_info=True)
-
-
-def _per_group(waiting: list[tuple]) -> list[tuple]:
-    """(layer, group, payloads) with each group's payloads together, in the order handed over."""
-    groups: dict[tuple[int, str], tuple] = {}
-    for layer, group, payloads in waiting:
-        groups.setdefault((id(layer), group), (layer, group, []))[2].extend(payloads)
-    return list(groups.values())
 
 
 async def _send_in_order(layer, group: str, payloads: list[dict]) -> None:
