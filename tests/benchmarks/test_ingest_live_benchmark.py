@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def test_every_logged_round_reaches_its_dashboard_once_and_in_order(tmp_path):
+def test_every_logged_round_reaches_its_dashboard_once_and_in_order(tmp_path, redis_url):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FEDWEB_BENCH_RESULTS": str(tmp_path), "FEDWEB_INGEST_ROUNDS": "30"}
+    env["REDIS_URL"] = redis_url  # the machine's, or the embedded one the fixture started
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks", "ingest_live", "--size", "small"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,

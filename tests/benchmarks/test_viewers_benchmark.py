@@ -15,9 +15,10 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def test_every_viewer_gets_every_round_once_and_the_record_says_so(tmp_path):
+def test_every_viewer_gets_every_round_once_and_the_record_says_so(tmp_path, redis_url):
     env = {
         **os.environ,
+        "REDIS_URL": redis_url,  # the machine's, or the embedded one the fixture started
         "PYTHONPATH": str(ROOT),
         "FEDWEB_BENCH_RESULTS": str(tmp_path),
         "FEDWEB_VIEWERS": "3,6",
