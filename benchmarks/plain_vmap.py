@@ -87,7 +87,7 @@ class VmapFedAvg:
                                       y_train.index_select(0, flat).view(k, B), mask)  # fmt: skip
             for n, g in grads.items():
                 if self.algorithm == "fedprox":
-                    g.add_(stacked[n][:k] - self.weights[n], alpha=self.mu)
+                    g.add_(stacked[n][:k], alpha=self.mu).sub_(self.weights[n], alpha=self.mu)  # no temporary
                 elif self.algorithm == "scaffold":
                     g.add_(drift[n][:k])
                 stacked[n][:k].sub_(g, alpha=lr)
