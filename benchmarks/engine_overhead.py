@@ -1,16 +1,20 @@
 """The engine's own overhead: engine vs a compacted vectorised loop vs a plain sequential loop.
 
 The memory report's workload (the ``varying-participants`` preset: 500 clients, cohorts of 80-120,
-5 local epochs, batch 20, the 784->10 model) on one CPU thread. The contenders run interleaved
-(engine, compacted loop, sequential loop, engine, ...), ``repeats`` times, each run in a fresh
-process on the same data and cohort sizes: one warm-up round, then the timed rounds. Each run's
-peak RSS is its own (:mod:`benchmarks.contenders`: VmHWM after a reset, and psutil samples from
-outside). The record gives each ratio's min / median / max over the repeats; the headline is the
-median, and the summary says when the spread crosses 1.0.
+5 local epochs, batch 20, the 784->10 model) on one CPU thread, for each client algorithm in
+``ALGORITHMS`` (FedAvg, FedProx with μ = 0.01, SCAFFOLD option II). The contenders run interleaved
+(for each repeat, for each algorithm: engine, compacted loop, sequential loop), ``repeats`` times,
+each run in a fresh process on the same data and cohort sizes: one warm-up round, then the timed
+rounds. Each run's peak RSS is its own (:mod:`benchmarks.contenders`: VmHWM after a reset, and
+psutil samples from outside); each run also reports its CPU seconds (``time.process_time``), which
+a loaded machine disturbs less than the wall clock. The record gives, per algorithm, each ratio's
+min / median / max over the repeats; the headline is the median, the summary says when the spread
+crosses 1.0, and the top-level ratios are the worst algorithm's.
 
 Why these baselines: ``benchmarks/plain_vmap.py`` is the fastest simple loop for this workload (it
-vmaps, per step, only the clients that still have a batch); ``benchmarks/plain.py`` is the loop
-everyone writes first. The run checks the first baseline is real: it must be at least
+vmaps, per step, only the clients that still have a batch, gathers batches with ``index_select``
+and, for SCAFFOLD, adds a per-round ``c − c_i``); ``benchmarks/plain.py`` is the loop everyone
+writes first. Both run each algorithm as its paper writes it. The run checks the first baseline is real: it must be at least
 ``VALID_BASELINE_RATIO`` times the sequential loop's clients/s (median), else the record says the
 baseline is invalid. Targets (issue 10): engine >= 1.0x the vectorised loop's clients/s, with peak
 RSS no higher than the loop's + 10%.
@@ -33,28 +37,29 @@ from benchmarks.contenders import describe, dump, own_peak_rss_mb, reset_peak_rs
 
 NAME = "engine_overhead"
 CONTENDERS = ("engine", "vmap_loop", "plain_loop")
+ALGORITHMS = {"fedavg": {}, "fedprox": {"mu": 0.01}, "scaffold": {}}  # algorithm.client: name -> options
 SIZES = {"small": {"rounds": 4, "mean_samples": 20}, "full": {"rounds": 45, "mean_samples": 100}}
 REPEATS = 3
 VALID_BASELINE_RATIO = 1.8  # compacted vmap loop / sequential loop on this workload (issue 22)
 
 
-def workload(size: str, device: str):
+def workload(size: str, device: str, algorithm: str = "fedavg"):
     from workers.engine.presets import preset_spec
 
     s = SIZES[size]
     return preset_spec("varying-participants").replace(
         rounds=s["rounds"], data={"mean_samples": s["mean_samples"]}, compute={"device": device},
-        evaluation={"every": 1_000_000},
+        evaluation={"every": 1_000_000}, algorithm={"client": {"name": algorithm, "options": ALGORITHMS[algorithm]}},
     )  # fmt: skip
 
 
-def measure(contender: str, size: str, device: str) -> dict[str, Any]:
+def measure(contender: str, size: str, device: str, algorithm: str = "fedavg") -> dict[str, Any]:
     """Run one contender in this process (call it in a fresh one): warm-up round, then the rest."""
     reset = reset_peak_rss()
     import torch
 
     torch.set_num_threads(1)
-    spec = workload(size, device)
+    spec = workload(size, device, algorithm)
     if contender == "engine":
         from workers.engine.runner import Simulation
 
@@ -72,18 +77,21 @@ def measure(contender: str, size: str, device: str) -> dict[str, Any]:
     step()  # warm-up: allocator, vmap tracing, first-touch of the data
     clients = samples = 0
     # The whole round on both sides (the engine's cohort planning and broadcast included).
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     for _ in range(spec.rounds - 1):
         r = step()
         clients += getattr(r, "clients", None) or r.participants
         samples += r.samples
-    seconds = time.perf_counter() - t0
+    seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - cpu0
     return {
         "contender": contender,
+        "algorithm": algorithm,
         "rounds": spec.rounds - 1,
         "clients_per_s": clients / seconds,
+        "clients_per_cpu_s": clients / cpu_seconds,
         "samples_per_s": samples / seconds,
         "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
         "final_train_loss": r.train_loss,
         "peak_rss_mb": own_peak_rss_mb(),
         "peak_rss_reset": reset,
@@ -94,12 +102,17 @@ def run(opts: Options) -> dict[str, Any]:
     device = "cpu" if opts.device in ("auto", "cpu") else opts.device
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     runs: list[dict[str, Any]] = []
+    before = _load()
     for repeat in range(REPEATS):
-        for contender in CONTENDERS:  # interleaved: A B C A B C ...
-            args = [sys.executable, "-m", "benchmarks.engine_overhead", "--contender", contender, "--size", opts.size,
-                    "--device", device]  # fmt: skip
-            runs.append(run_contender(args, env) | {"repeat": repeat})
-    return summarise(runs, opts, device)
+        for algorithm in ALGORITHMS:
+            for contender in CONTENDERS:  # interleaved: A B C A B C ...
+                args = [sys.executable, "-m", "benchmarks.engine_overhead", "--contender", contender,
+                        "--size", opts.size, "--device", device, "--algorithm", algorithm]  # fmt: skip
+                runs.append(run_contender(args, env) | {"repeat": repeat, "load_1min_after": _load()[0]})
+    record = summarise(runs, opts, device)
+    during = [r["load_1min_after"] for r in runs]
+    record["load_average"] = {"before": before, "after": _load(), "during_1min": spread(during)}
+    return record
 
 
 def _by(runs: list[dict[str, Any]], contender: str, key: str) -> list[float]:
@@ -110,21 +123,28 @@ def _rss(row: dict[str, Any]) -> float:
     return row["peak_rss_mb"] if row["peak_rss_mb"] is not None else row["sampled_peak_rss_mb"]
 
 
-def summarise(runs: list[dict[str, Any]], opts: Options, device: str) -> dict[str, Any]:
-    """Per-repeat ratios and their spreads, per-contender medians, the validity check."""
+def compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One algorithm's runs: per-repeat ratios and their spreads, per-contender medians, the checks."""
     by_repeat = {r["repeat"]: {} for r in runs}
     for r in runs:
         by_repeat[r["repeat"]][r["contender"]] = r
+    x = list(by_repeat.values())
+
+    def per_repeat(key: str, a: str, b: str) -> list[float]:
+        return [row[a][key] / row[b][key] for row in x]
+
     ratios = {
-        "engine_vs_vmap_loop": [x["engine"]["clients_per_s"] / x["vmap_loop"]["clients_per_s"] for x in by_repeat.values()],
-        "engine_vs_plain_loop": [x["engine"]["clients_per_s"] / x["plain_loop"]["clients_per_s"] for x in by_repeat.values()],
-        "vmap_loop_vs_plain_loop": [x["vmap_loop"]["clients_per_s"] / x["plain_loop"]["clients_per_s"] for x in by_repeat.values()],
-        "peak_rss_engine_vs_vmap_loop": [_rss(x["engine"]) / _rss(x["vmap_loop"]) for x in by_repeat.values()],
-    }  # fmt: skip
+        "engine_vs_vmap_loop": per_repeat("clients_per_s", "engine", "vmap_loop"),
+        "engine_vs_plain_loop": per_repeat("clients_per_s", "engine", "plain_loop"),
+        "vmap_loop_vs_plain_loop": per_repeat("clients_per_s", "vmap_loop", "plain_loop"),
+        "peak_rss_engine_vs_vmap_loop": [_rss(row["engine"]) / _rss(row["vmap_loop"]) for row in x],
+        "cpu_time_engine_vs_vmap_loop": per_repeat("clients_per_cpu_s", "engine", "vmap_loop"),
+    }
     spreads = {k: spread(v) for k, v in ratios.items()}
     contenders = {
         c: {
             "clients_per_s": statistics.median(_by(runs, c, "clients_per_s")),
+            "clients_per_cpu_s": statistics.median(_by(runs, c, "clients_per_cpu_s")),
             "samples_per_s": statistics.median(_by(runs, c, "samples_per_s")),
             "peak_rss_mb": statistics.median(_rss(r) for r in runs if r["contender"] == c),
             "sampled_peak_rss_mb": statistics.median(_by(runs, c, "sampled_peak_rss_mb")),
@@ -135,22 +155,51 @@ def summarise(runs: list[dict[str, Any]], opts: Options, device: str) -> dict[st
     speed, memory = spreads["engine_vs_vmap_loop"]["median"], spreads["peak_rss_engine_vs_vmap_loop"]["median"]
     baseline = spreads["vmap_loop_vs_plain_loop"]["median"]
     valid = baseline >= VALID_BASELINE_RATIO
-    engine = contenders["engine"]
-    seconds = statistics.median(_by(runs, "engine", "seconds"))
-    rounds = runs[0]["rounds"]
     summary = (
         f"{describe('engine/vmap loop', spreads['engine_vs_vmap_loop'])}; "
-        f"{describe('engine/sequential', spreads['engine_vs_plain_loop'])}; peak RSS "
-        f"{engine['peak_rss_mb']:.0f} vs {contenders['vmap_loop']['peak_rss_mb']:.0f} MB ({100 * (memory - 1):+.0f}%)"
+        f"{describe('engine/sequential', spreads['engine_vs_plain_loop'])}; "
+        f"vmap loop/sequential {baseline:.2f}x; peak RSS {contenders['engine']['peak_rss_mb']:.0f} vs "
+        f"{contenders['vmap_loop']['peak_rss_mb']:.0f} MB ({100 * (memory - 1):+.0f}%)"
     )
     if not valid:
         summary += f"; BASELINE INVALID: vmap loop only {baseline:.2f}x the sequential loop (< {VALID_BASELINE_RATIO}x)"
+    return {
+        "contenders": contenders,
+        "ratios": spreads,
+        "baseline_check": {
+            "rule": f"vmap loop >= {VALID_BASELINE_RATIO}x the sequential loop (median clients/s)",
+            "ratio": baseline,
+            "valid": valid,
+        },
+        "meets_target": valid and speed >= 1.0 and memory <= 1.10,
+        "summary": summary,
+    }
+
+
+def summarise(runs: list[dict[str, Any]], opts: Options, device: str) -> dict[str, Any]:
+    """Each algorithm's comparison; the headline figures are the worst algorithm's."""
+    per = {a: compare([r for r in runs if r["algorithm"] == a]) for a in ALGORITHMS}
+
+    def worst(key: str, pick=min) -> float:
+        return pick(p["ratios"][key]["median"] for p in per.values())
+
+    speed = worst("engine_vs_vmap_loop")
+    memory = worst("peak_rss_engine_vs_vmap_loop", max)
+    baseline = worst("vmap_loop_vs_plain_loop")
+    engine = per["fedavg"]["contenders"]["engine"]
+    seconds = statistics.median(r["seconds"] for r in runs if r["contender"] == "engine" and r["algorithm"] == "fedavg")
+    rounds = runs[0]["rounds"]
+    valid = all(p["baseline_check"]["valid"] for p in per.values())
     return {
         "device": device,
         "precision": opts.precision,
         "threads": 1,
         "repeats": REPEATS,
-        "order": "interleaved: " + ", ".join(CONTENDERS) + ", repeated; each run a fresh process",
+        "order": "interleaved: for each repeat, for each algorithm ("
+        + ", ".join(ALGORITHMS)
+        + "): "
+        + ", ".join(CONTENDERS)
+        + "; each run a fresh process",
         "wall_seconds": seconds,
         "seconds_per_round": seconds / rounds,
         "rounds_per_hour": 3600 * rounds / seconds,
@@ -162,23 +211,32 @@ def summarise(runs: list[dict[str, Any]], opts: Options, device: str) -> dict[st
         "peak_rss_mb": engine["peak_rss_mb"],
         "peak_rss_method": "VmHWM after a /proc/self/clear_refs reset, in each contender's own process; "
         "sampled_peak_rss_mb: psutil RSS from outside every 10 ms",
-        "workload": workload(opts.size, device).to_dict() | {"participation": "the preset's 80-120 schedule"},
-        "contenders": contenders,
+        "workload": workload(opts.size, device).to_dict()
+        | {"participation": "the preset's 80-120 schedule", "client_algorithms": ALGORITHMS},
+        "algorithms": per,
+        # FedAvg's contenders and ratios, as before client algorithms (each algorithm's: ``algorithms``).
+        "contenders": per["fedavg"]["contenders"],
+        "ratios": per["fedavg"]["ratios"],
         "runs": runs,
-        "ratios": spreads,
         "ratio_clients_per_s_vs_vmap_loop": speed,
-        "ratio_clients_per_s_vs_plain_loop": spreads["engine_vs_plain_loop"]["median"],
+        "ratio_clients_per_s_vs_plain_loop": worst("engine_vs_plain_loop"),
         "ratio_peak_rss_vs_vmap_loop": memory,
         "baseline_check": {
-            "rule": f"vmap loop >= {VALID_BASELINE_RATIO}x the sequential loop (median clients/s)",
+            "rule": f"vmap loop >= {VALID_BASELINE_RATIO}x the sequential loop (median clients/s), every algorithm",
             "ratio": baseline,
             "valid": valid,
         },
-        "meets_target": valid and speed >= 1.0 and memory <= 1.10,
-        "anchor": "issue 10: engine >= 1.0x a compacted vmap(grad) loop, peak RSS <= loop + 10%",
+        "meets_target": all(p["meets_target"] for p in per.values()),
+        "anchor": "issue 19: engine >= 1.0x a compacted vmap(grad) loop for FedAvg, FedProx and SCAFFOLD, "
+        "peak RSS <= loop + 10%",
         "anchor_ratio": speed,
-        "anchor_summary": summary,
+        "anchor_summary": " | ".join(f"{a}: {p['summary']}" for a, p in per.items()),
     }
+
+
+def _load() -> list[float]:
+    """The machine's 1, 5 and 15-minute load averages (2 cores here: above 2 the runs share a core)."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 if __name__ == "__main__":
@@ -186,5 +244,6 @@ if __name__ == "__main__":
     parser.add_argument("--contender", choices=CONTENDERS, required=True)
     parser.add_argument("--size", choices=tuple(SIZES), default="small")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--algorithm", choices=tuple(ALGORITHMS), default="fedavg")
     a = parser.parse_args()
-    dump(measure(a.contender, a.size, a.device))
+    dump(measure(a.contender, a.size, a.device, a.algorithm))

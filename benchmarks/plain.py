@@ -4,6 +4,10 @@ For each sampled client: load the global ``state_dict`` into one model, make a f
 ``torch.optim.SGD``, loop over shuffled mini-batches of the client's tensors; then average the
 clients' ``state_dict``s weighted by their sample counts. It reads the same :class:`FederatedData`
 and builds the same initial model as the engine, so both train the same workload.
+
+The spec's client algorithm changes each step's gradients before ``opt.step()``, as its paper
+writes it: FedProx adds ``μ·(w − w_global)``; SCAFFOLD (option II) adds ``c − c_i`` and, after the
+client's K steps, sets ``Δc_i = (w_global − y_i)/(K·η) − c``, ``c_i += Δc_i``, ``c += ΣΔc_i / N``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import torch.nn.functional as F
 from workers.engine.data.base import FederatedData, as_input
 from workers.engine.models import build_model
 from workers.engine.spec import Spec
+
+ALGORITHMS = ("fedavg", "fedprox", "scaffold")  # the client algorithms the hand-written loops run
 
 
 @dataclass(frozen=True)
@@ -36,11 +42,17 @@ class PlainFedAvg:
     def __init__(self, spec: Spec, data: FederatedData, device: torch.device):
         self.spec = spec
         self.device = device
+        self.algorithm, self.mu = spec.algorithm.client.name, spec.algorithm.mu
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm.client.name: the loop runs {', '.join(ALGORITHMS)}, not {self.algorithm}")
         self.data = data.to(device)  # client tensors on the device, as a careful user would do
         self.offsets = data.offsets.tolist()
         generator = torch.Generator().manual_seed(spec.seed)  # the engine's initial weights
         self.model = build_model(spec.model, data.input_shape, data.num_classes, generator=generator).to(device)
         self.global_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        if self.algorithm == "scaffold":  # control variates: the server's c, and every client's c_i
+            self.c = {k: torch.zeros_like(p) for k, p in self.model.named_parameters()}
+            self.c_i = {k: p.new_zeros(data.num_clients, *p.shape) for k, p in self.model.named_parameters()}
         # Its own stream: the plain loop draws cohorts of the same size from the same distribution.
         self.rng = np.random.default_rng([spec.seed, 7])
         self.torch_gen = torch.Generator().manual_seed(spec.seed)
@@ -55,19 +67,24 @@ class PlainFedAvg:
         total = {k: torch.zeros_like(v) for k, v in self.global_state.items()}
         weight = samples = 0
         loss_sum = torch.zeros((), device=self.device)
+        c_sum = {k: torch.zeros_like(v) for k, v in self.c.items()} if self.algorithm == "scaffold" else {}
         for c in cohort:
-            state, n, seen, loss = self._train_client(int(c))
+            state, n, seen, loss = self._train_client(int(c), c_sum)
             for k, v in state.items():
                 total[k].add_(v, alpha=n)
             weight += n
             samples += seen
             loss_sum += loss * n
         self.global_state = {k: v / weight for k, v in total.items()}
+        for k, s in c_sum.items():
+            self.c[k] += s / self.data.num_clients
         train_loss = float(loss_sum) / weight  # the one host sync of the round
         _sync(self.device)
         return PlainRound(len(cohort), samples, time.perf_counter() - t0, train_loss)
 
-    def _train_client(self, c: int) -> tuple[dict[str, torch.Tensor], int, int, torch.Tensor]:
+    def _train_client(
+        self, c: int, c_sum: dict[str, torch.Tensor]
+    ) -> tuple[dict[str, torch.Tensor], int, int, torch.Tensor]:
         local = self.spec.local
         lo, hi = self.offsets[c], self.offsets[c + 1]
         x, y = self.data.x_train[lo:hi], self.data.y_train[lo:hi]
@@ -79,6 +96,9 @@ class PlainFedAvg:
         )
         loss_sum = torch.zeros((), device=self.device)
         steps = seen = 0
+        params = dict(self.model.named_parameters())
+        if self.algorithm == "scaffold":
+            drift = {k: self.c[k] - self.c_i[k][c] for k in params}  # c − c_i, fixed through the local steps
         for _ in range(local.epochs):
             perm = torch.randperm(n, generator=self.torch_gen).to(self.device)
             for i in range(0, n, local.batch_size):
@@ -86,11 +106,22 @@ class PlainFedAvg:
                 loss = F.cross_entropy(self.model(as_input(x[rows])), y[rows])
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
+                if self.algorithm == "fedprox":
+                    for k, p in params.items():
+                        p.grad.add_(p.detach() - self.global_state[k], alpha=self.mu)
+                elif self.algorithm == "scaffold":
+                    for k, p in params.items():
+                        p.grad.add_(drift[k])
                 opt.step()
                 loss_sum += loss.detach()
                 steps += 1
                 seen += len(rows)
         state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        if self.algorithm == "scaffold":
+            for k, p in params.items():
+                c_delta = (self.global_state[k] - p.detach()) / (max(steps, 1) * local.lr) - self.c[k]
+                self.c_i[k][c] += c_delta
+                c_sum[k] += c_delta
         return state, n, seen, loss_sum / max(steps, 1)
 
     @torch.no_grad()

@@ -15,8 +15,10 @@ ENGINE = Path(__file__).resolve().parents[2] / "workers" / "engine"
 
 # (file, function) whose bodies run per step, per group or per client of a round.
 PER_STEP = {
-    "client.py": ["sgd_update_", "task_loss", "LossScaler.unscale_and_check", "VectorTrainer._step_fn",
-                  "VectorTrainer.gradients", "VectorTrainer.train", "SequentialTrainer.train"],
+    "client.py": ["sgd_update_", "VectorTrainer._step_fn",
+                  "VectorTrainer.gradients", "VectorTrainer.train", "VectorTrainer._local_sgd",
+                  "SequentialTrainer.train", "SequentialTrainer._local_sgd"],
+    "losses.py": ["task_loss", "weighted_task_loss", "batch_weights", "LossScaler.unscale_and_check"],
     "training.py": ["train_plans", "_uplink", "_collect_rows"],
 }  # fmt: skip
 SYNCING_METHODS = {"item", "cpu", "tolist", "numpy"}

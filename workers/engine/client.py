@@ -15,12 +15,12 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from workers.engine.algorithms.base import ClientAlgorithm, GroupContext
 from workers.engine.data.base import FederatedData, as_input, gather
+from workers.engine.losses import LossScaler, batch_weights, task_loss, weighted_task_loss
 from workers.engine.plan import GroupPlan
 from workers.engine.vectorise import active_windows
 
@@ -74,24 +74,17 @@ def bind_flat(model: nn.Module, flat: torch.Tensor) -> None:
         raise ValueError(f"flat buffer has {flat.numel()} entries, model has {offset}")
 
 
-def task_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Per-sample loss: cross-entropy for classification, mean token cross-entropy for LMs."""
-    if y.dim() == 1:
-        return F.cross_entropy(logits.float(), y, reduction="none")
-    per_token = F.cross_entropy(logits.flatten(0, -2).float(), y.flatten(), reduction="none")
-    return per_token.view(y.shape).mean(dim=-1)
-
-
 def sgd_update_(
     w: torch.Tensor,
     g: torch.Tensor,
     start: torch.Tensor,
     buf: torch.Tensor | None,
-    active: torch.Tensor,
+    active: torch.Tensor | None,
     cfg: LocalConfig,
     correct: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None,
 ) -> None:
-    """One SGD step on flat weights ``w`` [G, P] in place; rows with ``active == 0`` keep their weights.
+    """One SGD step on flat weights ``w`` [G, P] in place; rows with ``active == 0`` keep their weights
+    (``active`` None: every row steps, with no per-row multiplier).
 
     ``g`` is the loss gradient (overwritten); ``start`` the weights the clients received (a
     proximal anchor, [P] or [G, P]); ``buf`` the momentum buffer (PyTorch's SGD rule, dampening 0);
@@ -104,7 +97,10 @@ def sgd_update_(
     if buf is not None:
         buf.mul_(cfg.momentum).add_(g)
         g = buf
-    w.addcmul_(g, (active * -cfg.lr).unsqueeze(1))
+    if active is None:
+        w.sub_(g, alpha=cfg.lr)
+    else:
+        w.addcmul_(g, (active * -cfg.lr).unsqueeze(1))
 
 
 def _autocast(device: torch.device, precision: str):
@@ -112,51 +108,6 @@ def _autocast(device: torch.device, precision: str):
         return nullcontext()
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast(device_type=device.type, dtype=dtype)
-
-
-class LossScaler:
-    """Dynamic loss scaling for fp16: halve on overflow, double after 200 clean steps.
-
-    The scale and the clean-step count are device tensors updated with ``torch.where`` (as
-    ``torch.amp.GradScaler`` does), so a step never waits for the device to say whether it
-    overflowed: with ``cuda:all`` a host sync per step would serialise the GPUs.
-    """
-
-    GROWTH_INTERVAL = 200
-
-    def __init__(self, enabled: bool, device: torch.device | str = "cpu", scale: float = 2.0**12):
-        self.enabled = enabled
-        self._scale = torch.tensor(scale if enabled else 1.0, device=device)
-        self._clean = torch.zeros((), dtype=torch.int64, device=device)
-
-    @property
-    def scale(self) -> float:
-        """The current scale as a number (one host sync: read per checkpoint, not per step)."""
-        return float(self._scale)
-
-    @scale.setter
-    def scale(self, value: float) -> None:
-        self._scale.fill_(value)
-
-    @property
-    def factor(self) -> torch.Tensor | float:
-        """What the loss is multiplied by: the device scale in fp16, a plain 1.0 otherwise."""
-        return self._scale if self.enabled else 1.0
-
-    def unscale_and_check(self, g: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
-        """Divide ``g`` [G, P] by the scale; return ``active`` with overflowing clients' step skipped."""
-        if not self.enabled:
-            return active
-        g.div_(self._scale)
-        finite = torch.isfinite(g).all(dim=1)
-        g.nan_to_num_(0.0, 0.0, 0.0)
-        clean = finite.all()
-        count = torch.where(clean, self._clean + 1, 0)
-        grow = count >= self.GROWTH_INTERVAL
-        factor = torch.where(clean, torch.where(grow, 2.0, 1.0), 0.5)
-        self._scale.mul_(factor)
-        self._clean.copy_(torch.where(grow, 0, count))
-        return active * finite
 
 
 class VectorTrainer:
@@ -207,15 +158,15 @@ class VectorTrainer:
             scale = self.scaler
 
             unflatten = self._unflatten
+            scaled = scale.enabled  # fp32/bf16: no multiply by 1.0 (an op forward and backward)
 
-            def loss(w, x, y, m):
+            def loss(w, x, y, weights):
                 # Differentiating with respect to the flat weights makes vmap(grad) return one
                 # [G, P] gradient, ready for the flat update (split's backward assembles it).
                 with _autocast(device, precision):
                     out = functional_call(model, unflatten(w), (x,))
-                per_sample = task_loss(out, y)
-                value = (per_sample * m).sum() / m.sum().clamp(min=1.0)
-                return value * scale.factor, value.detach()
+                value = weighted_task_loss(out, y, weights)
+                return (value * scale.factor if scaled else value), value.detach()
 
             fn = vmap(grad(loss, has_aux=True))
             if self.compile:
@@ -225,8 +176,9 @@ class VectorTrainer:
 
     def gradients(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor):
         """(gradients [slots, P], losses [slots]) of one step for clients ``w`` [slots, P] on their
-        batches ``x``/``y`` [slots, B, ...], as stored; what :meth:`train` runs per step."""
-        return self._step_fn(w.shape[0])(w, as_input(x), y, mask)
+        batches ``x``/``y`` [slots, B, ...], as stored, ``mask`` [slots, B] marking real samples;
+        what :meth:`train` runs per step."""
+        return self._step_fn(w.shape[0])(w, as_input(x), y, batch_weights(mask))
 
     def train(
         self, start: torch.Tensor, plan: GroupPlan, data: FederatedData, ctx: GroupContext | None = None
@@ -239,47 +191,59 @@ class VectorTrainer:
         slots = plan.idx.shape[0]
         W = self.W[:slots]
         # Indices go where the data is (the GPU, or the host when the data stays pinned there);
-        # the masks go where the arithmetic is.
-        idx = plan.idx.to(data.device, non_blocking=True)
-        mask = plan.mask.to(self.device, non_blocking=True)
-        active = plan.active.to(self.device, non_blocking=True)
-        windows = active_windows(plan.active)
+        # the sample weights and masks go where the arithmetic is. All step-major ([T, slots, ...]),
+        # so that each step's window is one contiguous block.
+        idx = plan.idx.transpose(0, 1).contiguous().to(data.device, non_blocking=True)
+        weights = batch_weights(plan.mask).transpose(0, 1).contiguous().to(self.device, non_blocking=True)
+        active = plan.active.t().contiguous().to(self.device, non_blocking=True)
+        # Power-of-two windows where shapes must stay few (compiled steps, a GPU's allocator);
+        # exact ones for eager steps on a CPU, which then compute no idle client's rows.
+        windows = active_windows(plan.active, bucketed=self.compile or self.device.type != "cpu")
         algorithm, ctx = self.algorithm, ctx or GroupContext()
         if algorithm is not None and algorithm.personal is not None:
             rows = ctx.state[algorithm.personal]
             P = W.shape[1]
             W.copy_(torch.where(rows[:, P:] > 0, rows[:, :P], start))  # never trained: start from the model
-            self._local_sgd(W, start, idx, mask, active, windows, data, None, algorithm.correct_personal, ctx)
+            self._local_sgd(W, start, idx, weights, active, windows, data, None, algorithm.correct_personal, ctx)
             rows[:, :P].copy_(W)
             rows[:, P].fill_(1.0)
         W.copy_(start.expand(slots, -1) if start.dim() == 1 else start)
         loss_sum = torch.zeros(slots, device=self.device)
         correct = algorithm.correct if algorithm is not None and algorithm.corrects else None
-        self._local_sgd(W, start, idx, mask, active, windows, data, loss_sum, correct, ctx)
+        if correct is not None:
+            algorithm.prepare(ctx)
+        self._local_sgd(W, start, idx, weights, active, windows, data, loss_sum, correct, ctx)
         W.sub_(start)
-        return GroupOutput(delta=W, loss_sum=loss_sum, steps=active.sum(dim=1), samples=mask.sum())
+        return GroupOutput(
+            delta=W,
+            loss_sum=loss_sum,
+            steps=active.sum(dim=0),
+            samples=plan.mask.sum().to(self.device, non_blocking=True),
+        )
 
-    def _local_sgd(self, W, start, idx, mask, active, windows, data, loss_sum, correct, ctx) -> None:
+    def _local_sgd(self, W, start, idx, weights, active, windows, data, loss_sum, correct, ctx) -> None:
         """The plan's local steps on ``W`` [slots, P] in place (``loss_sum`` [slots] collects losses)."""
         buf = None
         if self.buf is not None:
             buf = self.buf[: W.shape[0]]
             buf.zero_()
         step_correction = None
-        for t, (lo, hi) in enumerate(windows):
+        scaled = self.scaler.enabled
+        for t, (lo, hi, full) in enumerate(windows):
             # Only the window of slots that still have steps is computed (clients are sorted by
-            # step count, so it shrinks as short clients finish); its size is a power of two.
-            rows = idx[lo:hi, t]
+            # step count, so it shrinks as short clients finish). In a window where every client
+            # steps (``full``) and no loss scaler may skip one, the masks multiply by ones: skipped.
+            rows = idx[t, lo:hi]
             x = as_input(gather(data.x_train, rows, self.device))
             y = gather(data.y_train, rows, self.device)
-            g, loss = self._step_fn(hi - lo)(W[lo:hi], x, y, mask[lo:hi, t])
-            a = self.scaler.unscale_and_check(g, active[lo:hi, t])
+            g, loss = self._step_fn(hi - lo)(W[lo:hi], x, y, weights[t, lo:hi])
+            a = None if full and not scaled else self.scaler.unscale_and_check(g, active[t, lo:hi])
             anchor = start if start.dim() == 1 else start[lo:hi]
             if correct is not None:
                 step_correction = _bound(correct, ctx.window(lo, hi))
             sgd_update_(W[lo:hi], g, anchor, None if buf is None else buf[lo:hi], a, self.cfg, step_correction)
             if loss_sum is not None:
-                loss_sum[lo:hi].add_(loss * active[lo:hi, t])
+                loss_sum[lo:hi].add_(loss if full else loss * active[t, lo:hi])
 
 
 class SequentialTrainer:
@@ -341,6 +305,8 @@ class SequentialTrainer:
         algorithm, ctx = self.algorithm, ctx or GroupContext()
         personal = algorithm.personal if algorithm is not None else None
         correct = algorithm.correct if algorithm is not None and algorithm.corrects else None
+        if correct is not None:
+            algorithm.prepare(ctx)
         P = self.w.shape[0]
         for i in range(plan.real):
             anchor = start if start.dim() == 1 else start[i]

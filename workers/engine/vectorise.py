@@ -4,29 +4,36 @@ training.py and capacity.py ask before choosing vmap."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
 from workers.engine.plan import bucket
 
 
-def active_windows(active: torch.Tensor) -> list[tuple[int, int]]:
-    """For each step, a slot range [lo, hi) holding every client still active at that step.
+def active_windows(active: torch.Tensor, *, bucketed: bool = True) -> list[tuple[int, int, bool]]:
+    """For each step, a slot range [lo, hi) holding every client still active at that step, and
+    whether every slot in it is active (``full``: the step's masks are all ones).
 
-    ``active`` is the plan's [slots, T] host mask. The range has a power-of-two length (see
-    :func:`workers.engine.plan.bucket`), so the set of shapes stays bounded.
+    ``active`` is the plan's [slots, T] host mask. Bucketed, the range has a power-of-two length
+    (see :func:`workers.engine.plan.bucket`), so the set of shapes stays bounded: what compiled
+    steps and the CUDA caching allocator need. Not bucketed, it is exactly the active clients'
+    span: eager vmap on a CPU gains nothing from bounded shapes, and a power-of-two window
+    computes about a third more client rows than the active ones on cohorts of mixed sizes
+    (measured on the memory report's workload: 1.36x), each a full forward and backward.
     """
-    slots = active.shape[0]
+    columns = active.t().bool().numpy()  # a host tensor: read once per group, no device sync
+    slots = columns.shape[1]
     windows = []
-    for column in active.t().bool():
-        found = column.nonzero()
+    for column in columns:
+        found = np.flatnonzero(column)
         if len(found) == 0:
-            windows.append((0, bucket(1, slots)))
+            windows.append((0, bucket(1, slots) if bucketed else 1, False))
             continue
         first, last = int(found[0]), int(found[-1]) + 1
-        size = bucket(last - first, slots)
+        size = bucket(last - first, slots) if bucketed else last - first
         lo = max(0, last - size)
-        windows.append((lo, lo + size))
+        windows.append((lo, lo + size, len(found) == size))
     return windows
 
 

@@ -10,6 +10,8 @@ changes the client's side of a round. Its hooks follow pfl-research's split of a
    :meth:`ClientAlgorithm.correct` changes ``g`` ``[n, P]`` in place, for the ``n`` clients of
    the step, from their weights ``w`` ``[n, P]``, the model they received ``start`` (``[P]`` or
    ``[n, P]``) and ``ctx``. Called only when ``corrects`` is True: FedAvg adds no per-step work.
+   What it reads that does not change during local training can be derived once per group in
+   :meth:`ClientAlgorithm.prepare`, into ``ctx.scratch`` (SCAFFOLD's ``c − c_i``).
 3. **What a client returns beside its update**: :meth:`ClientAlgorithm.finish` returns
    ``{name: [G, P]}`` after local training (names listed in ``returns``); the engine sums each
    over the clients that report and hands the sums to :meth:`ClientAlgorithm.fold`.
@@ -58,10 +60,14 @@ class GroupContext:
 
     server: Mapping[str, Tensor] = field(default_factory=dict)  # [P] each, on the trainer's device
     state: dict[str, Tensor] = field(default_factory=dict)  # [slots, width] each, on the trainer's device
+    # [slots, ...] each: what prepare() derives once per group for the steps; never stored.
+    scratch: dict[str, Tensor] = field(default_factory=dict)
 
     def window(self, lo: int, hi: int) -> GroupContext:
         """The same context for slots ``lo:hi`` (views: what a hook writes lands in the group's rows)."""
-        return GroupContext(self.server, {k: v[lo:hi] for k, v in self.state.items()})
+        return GroupContext(
+            self.server, {k: v[lo:hi] for k, v in self.state.items()}, {k: v[lo:hi] for k, v in self.scratch.items()}
+        )
 
 
 class ClientAlgorithm:
@@ -103,6 +109,11 @@ class ClientAlgorithm:
         return not (self.client_state() or self.server_state() or self.returns or self.personal)
 
     # -- the client ---------------------------------------------------------------------------
+
+    def prepare(self, ctx: GroupContext) -> None:
+        """Once per group, before the local steps of the global pass (``corrects`` set): put into
+        ``ctx.scratch`` ``[G, ...]`` values that :meth:`correct` reads at every step and that do
+        not change during local training, so a step does not recompute them."""
 
     def correct(self, g: Tensor, w: Tensor, start: Tensor, ctx: GroupContext) -> None:
         """Change the loss gradients ``g`` [n, P] of one local step in place."""

@@ -27,5 +27,5 @@ class FedProxClient(ClientAlgorithm):
     corrects = True
 
     def correct(self, g: Tensor, w: Tensor, start: Tensor, ctx: GroupContext) -> None:
-        if self.options.mu:
-            g.add_(w - start, alpha=self.options.mu)
+        if self.options.mu:  # μ·(w − start) in place: a [n, P] temporary costs page faults at every step
+            g.add_(w, alpha=self.options.mu).sub_(start, alpha=self.options.mu)

@@ -31,8 +31,15 @@ class Scaffold(ClientAlgorithm):
     def server_state(self) -> dict[str, Tensor]:
         return {"c": torch.zeros(self.num_params, device=self.device)}
 
+    def prepare(self, ctx: GroupContext) -> None:
+        ctx.scratch["drift"] = ctx.server["c"] - ctx.state["c_i"]  # fixed through the local steps
+
     def correct(self, g: Tensor, w: Tensor, start: Tensor, ctx: GroupContext) -> None:
-        g.add_(ctx.server["c"]).sub_(ctx.state["c_i"])
+        drift = ctx.scratch.get("drift")
+        if drift is None:  # a caller that did not prepare the group
+            g.add_(ctx.server["c"]).sub_(ctx.state["c_i"])
+        else:
+            g.add_(drift)  # g + c − c_i: one pass over [n, P] per step
 
     def finish(self, delta: Tensor, steps: Tensor, ctx: GroupContext) -> dict[str, Tensor]:
         c_i = ctx.state["c_i"]

@@ -1,0 +1,143 @@
+"""Where a round's time goes, engine vs the compacted vmap loop, on engine_overhead's workload.
+
+    python -m benchmarks.engine_profile [--rounds 8] [--algorithm fedavg] [--label after] [--out FILE]
+
+One process, one CPU thread: a warm-up round, then ``--rounds`` rounds of each contender under
+``torch.profiler`` (operator self-times) and ``cProfile`` (the engine's Python parts: planning,
+training, the uplink codec, the round's conclusion). It also counts, from the engine's own plans,
+the client rows a step computes against the rows that have a batch (power-of-two windows compute
+idle clients). ``top_ops``' self times are the profiler's, time on the thread while the op ran:
+on a loaded machine they include time the thread waited for a core (``cpu_ms_per_step`` does not).
+The record is appended to ``--out`` under ``--label`` (run it on an older checkout
+with ``PYTHONPATH`` pointing there to record a "before"). Times under load are noisy; operator
+counts and row counts are exact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import time
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__file__).resolve().parent / "results" / "engine_overhead_profile-full-cpu.json"
+# The engine's parts, by the function whose cumulative time is that part's.
+PARTS = {
+    "planning": ("plan.py", "plan_groups"),
+    "training (local steps)": ("client.py", "train"),
+    "uplink codec": ("training.py", "_uplink"),
+    "aggregation": ("aggregate.py", "accumulate_"),
+    "round conclusion (server step, metrics)": ("runner.py", "conclude_round"),
+    "broadcast": ("runner.py", "_broadcast"),
+    "client state gather": ("client_state.py", "gather"),
+    "client state scatter": ("client_state.py", "scatter"),
+}
+
+
+def _ops(prof, steps: int, top: int = 15) -> list[dict[str, Any]]:
+    rows = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:top]
+    return [
+        {
+            "op": e.key,
+            "calls_per_step": e.count / steps,
+            "self_ms_per_step": e.self_cpu_time_total / 1e3 / steps,
+        }  # the op's own time on the thread
+        for e in rows
+    ]
+
+
+def _rows(spec) -> dict[str, float]:
+    """Client rows computed per step (the engine's windows) against rows with a batch."""
+    from workers.engine.plan import plan_groups
+    from workers.engine.runner import Simulation
+    from workers.engine.vectorise import active_windows
+
+    sim = Simulation(spec)
+    computed = active = steps = 0
+    trainer = sim.replicas[0].trainer
+    bucketed = getattr(trainer, "compile", False) or trainer.device.type != "cpu"
+    for r in range(spec.rounds):
+        sim.round = r
+        cohort = sim.sample_cohort(sim.rng)
+        for plan in plan_groups(sim.rng, cohort, sim.offsets, group_size=spec.compute.client_group_size,
+                                epochs=spec.local.epochs, batch_size=spec.local.batch_size):  # fmt: skip
+            try:
+                windows = active_windows(plan.active, bucketed=bucketed)
+            except TypeError:  # before exact windows: always power-of-two
+                windows = active_windows(plan.active)
+            computed += sum(w[1] - w[0] for w in windows)
+            active += int(plan.active.sum())
+            steps += len(windows)
+    return {"rows_computed": computed, "rows_with_a_batch": active, "ratio": computed / active, "steps": steps}
+
+
+def profile(rounds: int, algorithm: str) -> dict[str, Any]:
+    import torch
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    from benchmarks.engine_overhead import workload
+    from benchmarks.plain_vmap import VmapFedAvg
+    from workers.engine.data import build_data
+    from workers.engine.runner import Simulation
+
+    torch.set_num_threads(1)
+    spec = workload("full", "cpu", algorithm).replace(rounds=rounds + 1)
+    out: dict[str, Any] = {"rows": _rows(spec.replace(rounds=rounds))}
+    sim = Simulation(spec)
+    loop = VmapFedAvg(spec, build_data(spec.data, spec.seed), torch.device("cpu"))
+    for name, step in (("engine", sim.next_round), ("vmap_loop", loop.next_round)):
+        step()  # warm-up
+        calls = cProfile.Profile()
+        t0, c0 = time.perf_counter(), time.process_time()
+        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+            calls.enable()
+            results = [step() for _ in range(rounds)]
+            calls.disable()
+        cpu = time.process_time() - c0
+        steps = sum(e.count for e in prof.key_averages() if e.key == "aten::bmm") // 2 or 1  # forward + backward
+        clients = sum(getattr(r, "clients", None) or r.participants for r in results)
+        row = {
+            "clients": clients,
+            "steps": steps,
+            "wall_s": time.perf_counter() - t0,
+            "cpu_s": cpu,
+            "cpu_ms_per_step": 1e3 * cpu / steps,
+            "ops_per_step": sum(e.count for e in prof.key_averages()) / steps,
+            "top_ops": _ops(prof, steps),
+        }
+        if name == "engine":
+            stats = pstats.Stats(calls).stats
+            row["parts_wall_s"] = {  # cProfile's clock: wall time, waits for a core included
+                part: sum(v[3] for (f, _, fn), v in stats.items() if f.endswith(file) and fn == func)
+                for part, (file, func) in PARTS.items()
+            }
+        out[name] = row
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--algorithm", default="fedavg")
+    parser.add_argument("--label", default="after")
+    parser.add_argument("--out", type=Path, default=OUT)
+    a = parser.parse_args()
+    record = json.loads(a.out.read_text()) if a.out.is_file() else {
+        "benchmark": "engine_overhead_profile",
+        "command": "python -m benchmarks.engine_profile --rounds R --algorithm A --label L",
+        "note": "one process, one thread; times are noisy on a loaded machine (top_ops' self times include waits "
+        "for a core; cpu_ms_per_step is the process's CPU time), operator and row counts are exact",
+    }  # fmt: skip
+    key = f"{a.label}:{a.algorithm}"
+    record[key] = profile(a.rounds, a.algorithm) | {"load_average": list(os.getloadavg()), "rounds": a.rounds}
+    a.out.write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in record[key].items() if k != "engine" and k != "vmap_loop"}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
