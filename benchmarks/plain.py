@@ -23,7 +23,7 @@ from workers.engine.data.base import FederatedData, as_input
 from workers.engine.models import build_model
 from workers.engine.spec import Spec
 
-ALGORITHMS = ("fedavg", "fedprox", "scaffold")  # the client algorithms the hand-written loops run
+ALGORITHMS = ("fedavg", "fedprox", "scaffold")  # the client algorithms the hand-written loops implement
 
 
 @dataclass(frozen=True)
