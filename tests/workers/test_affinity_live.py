@@ -53,8 +53,11 @@ def test_it_keeps_every_round_after_the_first_on_one_of_two_workers(user, worker
     switches = _switches(e)
     assert not [m for m in switches if "Rebuilt" in m or "replaying" in m], switches
     assert len(switches) <= 2, switches
-    workers = list(e.rounds.values_list("worker", flat=True))
-    assert max(workers.count(w) for w in set(workers)) >= 10, f"rounds ran on {workers} (claimants {claimants})"
+    # The same bound, read from where each round ran: at most two changes of worker between consecutive
+    # rounds (one race moves the run, and it stays on its new holder), where no affinity would give ~half.
+    workers = list(e.rounds.order_by("round").values_list("worker", flat=True))
+    moves = sum(a != b for a, b in zip(workers, workers[1:]))
+    assert moves <= 2, f"rounds ran on {workers} (claimants {claimants})"
 
 
 # SCAFFOLD keeps a control variate per client in files every worker shares (issue 19): its
