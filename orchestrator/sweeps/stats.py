@@ -64,15 +64,23 @@ def _short(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+MAX_LABEL_FIELDS = 4  # past this many differing fields a label is no longer short: the run's name is
+
+
 def run_labels(experiments: list) -> list[str]:
     """A short label per run made of the fields whose values differ (seed included), e.g.
-    ``mu=0.1 seed=1``; each field by its last name unless two differing fields share it. A run
-    whose label would not tell it apart (identical specs) is labelled ``name #id``."""
+    ``mu=0.1 seed=1``; each field by its last name unless two differing fields share it. Only
+    fields every run has count: an external run's free-form config beside a native spec would
+    otherwise list every field one of them lacks (``lr=null ...``). A run whose label would not
+    tell it apart (identical specs), or would take more than ``MAX_LABEL_FIELDS`` fields, is
+    labelled ``name #id``."""
     specs = [e.spec for e in experiments]
     flat = [flatten(s) for s in specs]
-    fields = differing_fields(specs)
-    if len({json.dumps(f.get(SEED_FIELD)) for f in flat}) > 1:
+    fields = [f for f in differing_fields(specs) if all(run.get(f) is not None for run in flat)]
+    if len({json.dumps(f.get(SEED_FIELD)) for f in flat}) > 1 and all(f.get(SEED_FIELD) is not None for f in flat):
         fields.append(SEED_FIELD)
+    if len(fields) > MAX_LABEL_FIELDS:
+        fields = []
     lasts = [f.rsplit(".", 1)[-1] for f in fields]
     names = [
         last if lasts.count(last) == 1 else ".".join(f.rsplit(".", 2)[-2:])

@@ -4,7 +4,7 @@ figures the dashboard, the compare page and the report draw."""
 import pytest
 
 from orchestrator.experiments.leak import latest_leak_warnings
-from orchestrator.models import RoundMetric
+from orchestrator.models import Kind, RoundMetric
 from orchestrator.sweeps.stats import run_labels
 from orchestrator.web.charts import CHARTS, EMPTY_TEXT, compare_charts, dashboard_charts, x_axes
 from tests.factories import round_result
@@ -136,6 +136,16 @@ def test_it_labels_compared_runs_by_the_fields_that_differ_in_one_legend_for_the
     assert run_labels(runs)[:3] == ["mu=0.01 seed=0", "mu=0.01 seed=1", "mu=0.1 seed=0"]
     twins = [make_experiment(user, name="twin"), make_experiment(user, name="twin")]
     assert run_labels(twins) == [f"twin #{twins[0].pk}", f"twin #{twins[1].pk}"]  # nothing tells them apart
+
+    # An external run's free-form config beside a native spec: only the fields both have make the label.
+    external = make_experiment(user, name="flower run", spec={"framework": "flower", "rounds": 5, "lr": 0.1},
+                               kind=Kind.EXTERNAL)  # fmt: skip
+    native = make_experiment(user, name="native run", spec={"rounds": 6})
+    assert run_labels([external, native]) == ["rounds=5", "rounds=6"]
+    # More differing fields than a label can hold short: the runs' names.
+    wide = [make_experiment(user, name=f"wide {i}", spec={"rounds": 3 + i, "seed": i, "local": {"lr": 0.1 * (i + 1),
+            "epochs": i + 1, "batch_size": 10 + i}}) for i in range(2)]  # fmt: skip
+    assert run_labels(wide) == [f"wide 0 #{wide[0].pk}", f"wide 1 #{wide[1].pk}"]
 
     charts = alice_client.get("/compare/?ids=" + ",".join(str(e.pk) for e in runs)).context["charts"]
     assert [item["label"] for item in charts["legend"]] == run_labels(runs)
