@@ -50,11 +50,15 @@ def _count_in(cache, key: str) -> int:
     # written when it opens and read only for a refusal's Retry-After.
     for _ in range(3):  # the window may close between a failed incr and add: try again
         try:
-            return cache.incr(key)
+            number = cache.incr(key)
         except ValueError:  # no window open: open one with this request
             if cache.add(key, 1, WINDOW_SECONDS):
                 cache.set(f"{key}:start", time.time(), WINDOW_SECONDS)
                 return 1
+        else:
+            if number == 1:  # the window ran out between incr's EXISTS and INCR, which made a key with
+                cache.touch(key, WINDOW_SECONDS)  # no expiry: without this the token stayed throttled for good
+            return number
     raise RuntimeError(f"rate limit: could not count {key}")
 
 

@@ -62,6 +62,18 @@ def test_two_cache_clients_count_into_one_window(redis_url, fresh_fallback):
     one.delete_many(["throttle:test:run-1", "throttle:test:run-1:start"])
 
 
+def test_a_window_that_ran_out_inside_incr_still_expires(redis_url, fresh_fallback):
+    # Django's RedisCache.incr is EXISTS then INCR: a window expiring between the two lets INCR make the
+    # key anew with no expiry. Simulated here by a key with no TTL and the value INCR would leave.
+    cache = RedisCache(redis_url, {"KEY_PREFIX": f"fedweb-test-{uuid.uuid4().hex[:8]}"})
+    key = "throttle:test:run-2"
+    cache.set(key, 0, None)  # no expiry, as a key INCR creates
+    assert ratelimit._count_in(cache, key) == 1
+    client = cache._cache.get_client(key)
+    assert 0 < client.ttl(cache.make_and_validate_key(key)) <= ratelimit.WINDOW_SECONDS
+    cache.delete(key)
+
+
 def _post(port: int, path: str, body: dict, auth: str) -> tuple[int, dict]:
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(), method="POST",
