@@ -50,6 +50,10 @@ FEDWEB_EXTERNAL_TOKEN_DAYS = env_int("FEDWEB_EXTERNAL_TOKEN_DAYS", 30, min_value
 FEDWEB_EXTERNAL_MAX_METRICS = env_int("FEDWEB_EXTERNAL_MAX_METRICS", 200, min_value=1)
 if HEARTBEAT_INTERVAL >= WORKER_LOST_AFTER:
     raise ImproperlyConfigured("HEARTBEAT_INTERVAL must be shorter than WORKER_LOST_AFTER")
+# Affinity (orchestrator/fleet/scheduling.py): a round recorded by a live worker stays this many seconds
+# for that worker's own scheduling pass, which sends it back to it; anyone else's pass leaves it alone
+# (0: no grace). A holder that died right after recording costs at most this plus one heartbeat.
+FEDWEB_AFFINITY_GRACE = env_int("FEDWEB_AFFINITY_GRACE", 5, min_value=0)
 # A round sent but claimed by no worker for this long is sent again (a lost message; harmless if not).
 ROUND_RESEND_AFTER = env_int("ROUND_RESEND_AFTER", 300, min_value=1)
 # Scheduling (orchestrator/fleet/scheduling.py): the policy of each queue ("cpu=srtf,gpu=pack"; unnamed

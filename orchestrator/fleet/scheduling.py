@@ -97,7 +97,9 @@ def schedule(queue: str, *, by: str = "") -> list[tuple[int, int]]:
     ``by``: the worker that calls this right after a round of its own (``workers.tasks``). Only it
     gets affinity: it is alive, and the experiments whose last round it recorded go back to it. Any
     other caller (a heartbeat, the web) cannot know that a round's holder is still alive (it may have
-    died between two rounds, its heartbeat not yet stale), so it sends to the shared queue.
+    died between two rounds, its heartbeat not yet stale), so it sends to the shared queue, but only
+    after ``FEDWEB_AFFINITY_GRACE`` seconds: until then the holder's own pass, which follows its
+    record at once, places the round (``_kept_for_holder``).
 
     Which round goes first is ``policies.order``; where it goes is ``placement.place`` (the worker that
     ran its previous round when that one has a free slot, else the shared queue; pack and plugin rules
@@ -114,13 +116,18 @@ def schedule(queue: str, *, by: str = "") -> list[tuple[int, int]]:
     experiments = list(candidates.ready_experiments(queue, now))
     if not experiments:
         return []
+    rooms = candidates.live_rooms(queue, now)
+    kept = _kept_for_holder(experiments, by, rooms, now)
+    experiments = [e for e in experiments if e.pk not in kept]
+    if not experiments:
+        return []
     policy = candidates.policy_for(queue)
     ready = candidates.candidates(experiments, candidates.measurements([e.pk for e in experiments], queue))
     view = candidates.queue_view(queue, ready, now)
     by_id = {e.pk: e for e in experiments}
     fleet = placement.Fleet(
-        rooms=candidates.live_rooms(queue, now),
-        room=_room(queue, now),
+        rooms=rooms,
+        room=_room(queue, now) - len(kept),
         holders=_holders(experiments, by),
         plugins={e.pk: e.plugins for e in experiments if e.plugins},
         pack_slots=settings.FEDWEB_PACK_SLOTS,
@@ -132,6 +139,31 @@ def schedule(queue: str, *, by: str = "") -> list[tuple[int, int]]:
 
     sent = placement.place(policy, policies.order(policy, ready, view), fleet, view, send, candidates.reserve)
     return [(c.experiment_id, by_id[c.experiment_id].current_round + 1) for c in sent]
+
+
+def _kept_for_holder(experiments: list[Experiment], by: str, rooms: list[placement.WorkerRoom], now) -> set[int]:
+    """The experiments whose last round a live worker other than ``by`` recorded less than
+    ``FEDWEB_AFFINITY_GRACE`` seconds ago: that worker's own pass, which runs right after it records,
+    sends the next round back to it. Without this a heartbeat's pass could get there first and send it
+    to the shared queue, where another worker takes it and loads its state: a move for nothing. Their
+    slot on the holder is counted as taken, so this pass decides the rest as if the round had gone."""
+    grace = settings.FEDWEB_AFFINITY_GRACE
+    live = {r.hostname: r for r in rooms}
+    kept = set()
+    for e in experiments:
+        holder = live.get(e.worker)
+        if (
+            holder is not None
+            and e.worker != by
+            and e.current_round > 0
+            and e.claimed_round == e.current_round  # recorded the round it claimed (no lost lease)
+            and e.ready_since is not None
+            and (now - e.ready_since).total_seconds() < grace
+            and holder.free
+        ):
+            kept.add(e.pk)
+            holder.in_flight_mem_mb.append(None)
+    return kept
 
 
 def _holders(experiments: list[Experiment], by: str) -> dict[int, str]:
