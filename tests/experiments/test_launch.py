@@ -102,5 +102,5 @@ def test_a_worker_parses_the_spec_once_per_round_and_trains_with_the_form_s_lear
         assert counted == Counter(from_stored=1, from_dict=1), round_number
         if round_number == 1:  # the last round's simulation is let go
             trainers = [replica.trainer for replica in runtime._cache[experiment.pk].sim.replicas]
-            assert trainers and all(t.cfg.lr == 0.0123 for t in trainers)
+            assert trainers and all(t.local.lr == 0.0123 for t in trainers)
     assert Experiment.objects.get().current_round == 2
