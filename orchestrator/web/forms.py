@@ -6,7 +6,7 @@ field per registered component and option (``model__options__vgg__width``), show
 that component is selected; only the selected component's options go into the spec, and an
 error on ``model.options.width`` lands on the selected component's input. ``clean()`` builds the
 spec dict and validates it with ``Spec.from_dict``: what the form accepts is exactly what the
-engine runs.
+engine runs. ``save()`` stores and queues it (``create_experiment``), so a view only handles the form.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from django import forms
 from django.conf import settings
 
 from fedweb import inputs
-from orchestrator.experiments.launch import checked_spec
+from orchestrator.experiments.launch import checked_spec, create_experiment
+from orchestrator.models import Experiment
 from orchestrator.web.owned_forms import OwnedForm
 from workers.engine.spec import COMPONENT_PATHS, SECTIONS, Spec, SpecError, option_key, spec_fields
 
@@ -191,6 +192,7 @@ class ExperimentForm(OwnedForm):
 
     def __init__(self, *args, preview: bool = False, user=None, **kwargs):
         super().__init__(*args, user=user, **kwargs)
+        self.user = user
         if preview:  # the live previews only need the spec
             for name in ("name", "description", "tags"):
                 self.fields[name].required = False
@@ -207,7 +209,7 @@ class ExperimentForm(OwnedForm):
             return cleaned  # the spec can't be judged from half of its fields
         spec = self.spec_dict()
         try:
-            self.spec = checked_spec(spec)  # carried as it is to create_experiment
+            self.spec = checked_spec(spec)  # carried as it is to create_experiment (save)
         except SpecError as e:
             field = form_name(option_key(e.field, spec))
             if field in self.fields:
@@ -215,6 +217,12 @@ class ExperimentForm(OwnedForm):
             else:
                 self.add_error(None, str(e))
         return cleaned
+
+    def save(self) -> Experiment:
+        """Store the valid form's experiment, owned by its user, and queue it: its spec as ``clean``
+        parsed and checked it, not parsed again."""
+        fields = {k: self.cleaned_data[k] for k in ("team", "visibility", "name", "description", "tags")}
+        return create_experiment(owner=self.user, spec=self.spec, **fields)
 
     def spec_dict(self) -> dict:
         """The spec the inputs describe, in today's shape: only the selected components' options."""

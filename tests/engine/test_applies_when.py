@@ -5,7 +5,29 @@ from __future__ import annotations
 import pytest
 
 from workers.engine.fields import applies
-from workers.engine.spec import Spec, applicable_fields, spec_fields
+from workers.engine.spec import Spec, spec_fields
+
+
+def flat_choices(spec: Spec) -> dict:
+    """Every non-option field of ``spec`` by dotted name (``communication.uplink.name``)."""
+    out: dict = {}
+
+    def walk(value: dict, prefix: str) -> None:
+        for key, v in value.items():
+            if isinstance(v, dict) and key != "options":
+                walk(v, f"{prefix}{key}.")
+            elif key != "options":
+                out[f"{prefix}{key}"] = v
+
+    walk(spec.to_dict(), "")
+    return out
+
+
+def applicable_fields(spec: Spec) -> dict[str, bool]:
+    """Every field by dotted name: whether it has any effect under ``spec``'s choices, by its
+    ``applies_when`` rule, read as the form's script reads it (validation ignores it)."""
+    flat = flat_choices(spec)
+    return {name: applies(meta["applies_when"], flat) for name, meta in spec_fields().items()}
 
 
 def test_it_names_only_choice_fields_and_their_choices_in_every_rule():

@@ -17,9 +17,10 @@ from torch import nn
 from tests.engine.state_store_standin import InMemoryStateStore
 from workers.engine import registry
 from workers.engine.algorithms import ClientRound, GroupContext, build_algorithm
-from workers.engine.client import LocalConfig, SequentialTrainer, VectorTrainer
+from workers.engine.client import SequentialTrainer, VectorTrainer
 from workers.engine.data.base import FederatedData
 from workers.engine.plan import assemble_group
+from workers.engine.spec import LocalSpec
 
 LR, N_CLIENTS = 0.3, 5
 CPU = torch.device("cpu")
@@ -66,7 +67,7 @@ def _plan():
 
 def _trainer(kind: str, algorithm):
     cls = VectorTrainer if kind == "vectorised" else SequentialTrainer
-    return cls(_model(), 2, LocalConfig(lr=LR), CPU, algorithm)
+    return cls(_model(), 2, LocalSpec(lr=LR), CPU, algorithm)
 
 
 def _algorithm(name: str, **options):

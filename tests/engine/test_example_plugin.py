@@ -13,13 +13,13 @@ import torch
 from tests.live import EXAMPLE_COMPONENTS, EXAMPLE_DIR, EXAMPLE_PLUGIN, ROOT
 from workers.engine import registry, vmap_probe
 from workers.engine.algorithms import build_algorithm
-from workers.engine.client import LocalConfig, VectorTrainer, sgd_update_
+from workers.engine.client import VectorTrainer, sgd_update_
 from workers.engine.data.base import FederatedData
 from workers.engine.evaluation import evaluate
 from workers.engine.plan import plan_groups, sample_cohort
 from workers.engine.provenance import spec_provenance
 from workers.engine.runner import Simulation
-from workers.engine.spec import Spec
+from workers.engine.spec import LocalSpec, Spec
 
 EXAMPLE, PACKAGE, COMPONENTS = EXAMPLE_DIR, EXAMPLE_PLUGIN, EXAMPLE_COMPONENTS
 
@@ -58,8 +58,8 @@ def test_the_model_gives_logits_per_class_and_learns_through_the_vectorised_trai
     pool = _stripes(0, num_samples=256, side=12, noise=0.1)
     model = registry.get("model", "resnet_small").factory((1, 12, 12), 4, _options("model", "resnet_small", width=8))
     assert model(pool.x_train[:5]).shape == (5, 4)
-    cfg = LocalConfig(lr=0.05)
-    assert vmap_probe.probe(model, pool.x_train, pool.y_train, cfg, torch.device("cpu")) is None
+    cfg = LocalSpec(lr=0.05)
+    assert vmap_probe.probe(model, pool.x_train, pool.y_train, torch.device("cpu")) is None
 
     offsets = torch.tensor([0, 128, 256])
     data = FederatedData(pool.x_train, pool.y_train, offsets, pool.x_train, pool.y_train, 4, (1, 12, 12))
@@ -115,7 +115,7 @@ def test_the_client_algorithm_clips_each_clients_step_to_max_norm(example):
     assert algorithm.corrects and algorithm.trivial  # a per-step rule, no state: runs on every path
     w, start = torch.zeros(2, 3), torch.zeros(3)
     g = torch.tensor([[3.0, 4.0, 0.0], [0.3, 0.4, 0.0]])  # norms 5 and 0.5
-    sgd_update_(w, g, start, None, torch.ones(2), LocalConfig(lr=0.5), lambda g, w, s: algorithm.correct(g, w, s, None))
+    sgd_update_(w, g, start, None, torch.ones(2), LocalSpec(lr=0.5), lambda g, w, s: algorithm.correct(g, w, s, None))
     assert torch.allclose(w, torch.tensor([[-0.3, -0.4, 0.0], [-0.15, -0.2, 0.0]]))
 
 

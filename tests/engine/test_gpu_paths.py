@@ -12,12 +12,12 @@ import torch
 
 from tests.engine.test_runner import SMALL
 from workers.engine import Spec, probes, runner
-from workers.engine.client import LocalConfig, LossScaler, SequentialTrainer, VectorTrainer
+from workers.engine.client import LossScaler, SequentialTrainer, VectorTrainer
 from workers.engine.data.base import gather
 from workers.engine.devices import prepare
 from workers.engine.plan import plan_groups
 from workers.engine.runner import Simulation
-from workers.engine.spec import SpecError
+from workers.engine.spec import LocalSpec, SpecError
 
 META = torch.device("meta")
 
@@ -37,7 +37,7 @@ def test_it_trains_on_a_device_from_data_kept_on_the_host(sim, trainer):
         copy.deepcopy(sim.rng), cohort, sim.offsets, group_size=8, epochs=spec.local.epochs,
         batch_size=spec.local.batch_size,
     )  # fmt: skip
-    t = trainer(copy.deepcopy(sim.model).to(META), 8, LocalConfig(lr=0.1), META)
+    t = trainer(copy.deepcopy(sim.model).to(META), 8, LocalSpec(lr=0.1), META)
 
     # Execute: host indices gather host rows, and only the batch goes to the device.
     out = t.train(sim.global_flat.to(META), plans[0], data)
@@ -65,14 +65,14 @@ def test_a_smaller_group_drops_the_old_trainers_first_and_keeps_the_data_in_plac
     old = weakref.ref(sim.replicas[0].trainer)
     data = sim.replicas[0].data
     alive_when_building = []
-    original = runner.make_replica
+    original = runner.build_trainer
 
-    def make_replica(*args, **kwargs):
+    def build_trainer(*args, **kwargs):
         gc.collect()
         alive_when_building.append(old() is not None)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "make_replica", make_replica)
+    monkeypatch.setattr(runner, "build_trainer", build_trainer)
     sim.set_client_group_size(4)
 
     assert alive_when_building == [False]

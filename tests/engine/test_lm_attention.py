@@ -8,8 +8,9 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad
 
 from workers.engine import vmap_probe
-from workers.engine.client import LocalConfig, VectorTrainer, task_loss
+from workers.engine.client import VectorTrainer, task_loss
 from workers.engine.models.lm import LM14M, causal_attention
+from workers.engine.spec import LocalSpec
 
 
 def test_the_written_out_attention_equals_sdpa():
@@ -35,7 +36,7 @@ def _tokens(clients: int, rows: int, t: int = 6):
 
 def test_the_vmap_probe_finds_the_lm_vectorisable_with_no_per_client_loop(lm, recwarn):
     seq = _tokens(1, 2)[0]
-    reason = vmap_probe.probe(lm, seq[:, :-1], seq[:, 1:], LocalConfig(lr=0.1), torch.device("cpu"))
+    reason = vmap_probe.probe(lm, seq[:, :-1], seq[:, 1:], torch.device("cpu"))
     assert reason is None
     assert not [w for w in recwarn if "batching rule" in str(w.message)]
 
@@ -45,7 +46,7 @@ def test_vectorised_lm_gradients_equal_per_client_ones(lm, recwarn):
     clients = 2
     seq = _tokens(clients, 2)
     x, y = seq[..., :-1], seq[..., 1:]
-    trainer = VectorTrainer(lm, clients, LocalConfig(lr=0.1), torch.device("cpu"))
+    trainer = VectorTrainer(lm, clients, LocalSpec(lr=0.1), torch.device("cpu"))
     flat = torch.cat([p.detach().reshape(-1) for p in lm.parameters()])
     w = torch.stack([flat, flat + 1e-3])  # two clients with different weights
     mask = torch.ones(clients, 2)

@@ -1,8 +1,11 @@
 """Create-then-start is one domain function (``orchestrator.experiments.launch``): the page, the
 API and sweeps parse and check a new spec once, where the input is validated, and carry the
-parsed spec on to storing and queueing it."""
+parsed spec on to storing and queueing it. The local learning rate's walk from the form to the
+step is the README's ("Where things go"): these files, in this order, never a call back up a layer."""
 
+import inspect
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from rest_framework.test import APIClient
@@ -12,9 +15,12 @@ from orchestrator.models import Experiment, Status
 from orchestrator.sweeps.expand import create_sweep
 from tests.accounts.world import make_world
 from tests.conftest import TINY_SPEC
+from tests.experiments.rate_walk import ROOT, RateWalk
+from tests.test_layers import LAYER_NAMES, layer_of
 from tests.web.test_forms import form_data
 from workers import runtime
-from workers.engine.spec import Spec
+from workers.engine.client import sgd_update_
+from workers.engine.spec import LocalSpec, Spec
 from workers.rounds import execute_round
 
 pytestmark = pytest.mark.django_db
@@ -102,5 +108,64 @@ def test_a_worker_parses_the_spec_once_per_round_and_trains_with_the_form_s_lear
         assert counted == Counter(from_stored=1, from_dict=1), round_number
         if round_number == 1:  # the last round's simulation is let go
             trainers = [replica.trainer for replica in runtime._cache[experiment.pk].sim.replicas]
-            assert trainers and all(t.cfg.lr == 0.0123 for t in trainers)
+            assert trainers and all(t.local.lr == 0.0123 for t in trainers)
     assert Experiment.objects.get().current_round == 2
+
+
+RATE = 0.0123  # a rate no default or preset has: only the form's input carries it
+FORM = "orchestrator/web/forms.py"
+README_WALK_START = "The local learning rate, from the New experiment form"
+
+
+def _file_of(obj) -> str:
+    return str(Path(inspect.getsourcefile(obj)).relative_to(ROOT))
+
+
+def _readme_walk() -> list[str]:
+    """The files of the README's walk, in its order (the first word of each line of its block)."""
+    text = (ROOT / "README.md").read_text()
+    block = text[text.index(README_WALK_START) :].split("```")[1]
+    return [line.split()[0] for line in block.strip().splitlines()]
+
+
+def _layer(file: str) -> int:
+    return layer_of(file.removesuffix(".py").replace("/", "."))
+
+
+def test_the_form_s_learning_rate_walks_down_through_the_readme_s_files_to_the_step(
+    client, user, enqueued, empty_round_cache
+):
+    client.force_login(user)
+    data = form_data(rounds="2", local__lr=str(RATE), data__num_clients="20", participation__clients_per_round="4")
+    web, worker = RateWalk(RATE), RateWalk(RATE)
+    with web.following():
+        assert client.post("/experiments/new/", data).status_code == 302
+    experiment = Experiment.objects.get()
+    with worker.following():
+        execute_round(experiment.pk, 1, worker="w1", dispatch=False)
+    trainers = [replica.trainer for replica in runtime._cache[experiment.pk].sim.replicas]
+    assert trainers and all(t.local.lr == RATE for t in trainers)  # what sgd_update_ steps with
+
+    store, step = _file_of(Experiment), _file_of(sgd_update_)
+    to_store, to_step = web.files_between(FORM, store), worker.files_between(store, step)
+    assert to_store[0] == FORM and to_store[-1] == store, to_store  # the web process: form to stored row
+    assert to_step[0] == store and to_step[-1] == step, to_step  # the worker: stored row to the step
+    walk = list(dict.fromkeys([*to_store, _file_of(LocalSpec), *to_step]))
+    assert walk == _readme_walk()
+    assert len(walk) <= 8
+    # No file outside the walk hands the rate on towards the step (a view passing form.spec would).
+    feeders = [
+        f
+        for trace, end in ((web, store), (worker, step))
+        for f in trace.order
+        if f not in walk and trace.files_between(f, end)
+    ]
+    assert feeders == []
+    climbs = [
+        f"{a} ({LAYER_NAMES[_layer(a)]}) hands the rate to {b} ({LAYER_NAMES[_layer(b)]})"
+        for edges in (web.calls, worker.calls)
+        for a, callees in edges.items()
+        for b in callees
+        if _layer(b) > _layer(a)
+    ]
+    assert climbs == []

@@ -35,13 +35,13 @@ class InjectedOOM:
         self.round = 0
         for cls in (VectorTrainer, SequentialTrainer):
             monkeypatch.setattr(cls, "train", self._wrap(cls.train))
-        original_make = runner.make_replica
+        original_make = runner.build_trainer
 
-        def make_replica(*args, **kwargs):
+        def build_trainer(*args, **kwargs):
             self.alive_at_rebuild.extend(ref() is not None for ref in self.failed)
             return original_make(*args, **kwargs)
 
-        monkeypatch.setattr(runner, "make_replica", make_replica)
+        monkeypatch.setattr(runner, "build_trainer", build_trainer)
         original_round = runner.Simulation.next_round
 
         def next_round(sim):

@@ -10,6 +10,7 @@ shapes depend only on the group's slot count.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -18,22 +19,12 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from workers.engine.algorithms.base import ClientAlgorithm, GroupContext
+from workers.engine.algorithms import ClientAlgorithm, GroupContext, build_algorithm
 from workers.engine.data.base import FederatedData, as_input, gather
 from workers.engine.losses import LossScaler, batch_weights, task_loss, weighted_task_loss
-from workers.engine.plan import GroupPlan
+from workers.engine.plan import GroupPlan, bucket
+from workers.engine.spec import LocalSpec, Spec
 from workers.engine.vectorise import active_windows
-
-
-@dataclass(frozen=True)
-class LocalConfig:
-    """The local-training knobs, taken from the spec's ``local`` and ``compute`` (FedProx's μ, once
-    here, is the ``fedprox`` client algorithm's option now)."""
-
-    lr: float
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    precision: str = "fp32"  # fp32 | bf16 | fp16
 
 
 @dataclass
@@ -80,7 +71,7 @@ def sgd_update_(
     start: torch.Tensor,
     buf: torch.Tensor | None,
     active: torch.Tensor | None,
-    cfg: LocalConfig,
+    local: LocalSpec,
     correct: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None,
 ) -> None:
     """One SGD step on flat weights ``w`` [G, P] in place; rows with ``active == 0`` keep their weights
@@ -88,19 +79,20 @@ def sgd_update_(
 
     ``g`` is the loss gradient (overwritten); ``start`` the weights the clients received (a
     proximal anchor, [P] or [G, P]); ``buf`` the momentum buffer (PyTorch's SGD rule, dampening 0);
-    ``correct(g, w, start)`` the client algorithm's gradient correction (after weight decay).
+    ``local`` the spec's local section (rate, momentum, weight decay); ``correct(g, w, start)`` the
+    client algorithm's gradient correction (after weight decay).
     """
-    if cfg.weight_decay:
-        g.add_(w, alpha=cfg.weight_decay)
+    if local.weight_decay:
+        g.add_(w, alpha=local.weight_decay)
     if correct is not None:
         correct(g, w, start)
     if buf is not None:
-        buf.mul_(cfg.momentum).add_(g)
+        buf.mul_(local.momentum).add_(g)
         g = buf
     if active is None:
-        w.sub_(g, alpha=cfg.lr)
+        w.sub_(g, alpha=local.lr)
     else:
-        w.addcmul_(g, (active * -cfg.lr).unsqueeze(1))
+        w.addcmul_(g, (active * -local.lr).unsqueeze(1))
 
 
 def _autocast(device: torch.device, precision: str):
@@ -117,19 +109,21 @@ class VectorTrainer:
         self,
         model: nn.Module,
         group_size: int,
-        cfg: LocalConfig,
+        local: LocalSpec,
         device: torch.device,
         algorithm: ClientAlgorithm | None = None,
+        precision: str = "fp32",
     ):
         self.model = model
-        self.cfg = cfg
+        self.local = local
+        self.precision = precision
         self.device = device
         self.algorithm = algorithm
         self.names, self.shapes, self.sizes = flat_layout(model)
         P = sum(self.sizes)
         self.W = torch.empty(group_size, P, device=device)
-        self.buf = torch.zeros(group_size, P, device=device) if cfg.momentum else None
-        self.scaler = LossScaler(cfg.precision == "fp16", device)
+        self.buf = torch.zeros(group_size, P, device=device) if local.momentum else None
+        self.scaler = LossScaler(precision == "fp16", device)
         self._steps: dict[int, object] = {}  # window size -> compiled step (powers of two: bounded)
         self.compile = False
 
@@ -154,7 +148,7 @@ class VectorTrainer:
         # without compile the cache stays empty whatever the slot counts.
         fn = self._steps.get(slots)
         if fn is None:
-            model, device, precision = self.model, self.device, self.cfg.precision
+            model, device, precision = self.model, self.device, self.precision
             scale = self.scaler
 
             unflatten = self._unflatten
@@ -241,7 +235,7 @@ class VectorTrainer:
             anchor = start if start.dim() == 1 else start[lo:hi]
             if correct is not None:
                 step_correction = _bound(correct, ctx.window(lo, hi))
-            sgd_update_(W[lo:hi], g, anchor, None if buf is None else buf[lo:hi], a, self.cfg, step_correction)
+            sgd_update_(W[lo:hi], g, anchor, None if buf is None else buf[lo:hi], a, self.local, step_correction)
             if loss_sum is not None:
                 loss_sum[lo:hi].add_(loss if full else loss * active[t, lo:hi])
 
@@ -260,12 +254,14 @@ class SequentialTrainer:
         self,
         model: nn.Module,
         group_size: int,
-        cfg: LocalConfig,
+        local: LocalSpec,
         device: torch.device,
         algorithm: ClientAlgorithm | None = None,
+        precision: str = "fp32",
     ):
         self.model = model
-        self.cfg = cfg
+        self.local = local
+        self.precision = precision
         self.device = device
         self.algorithm = algorithm
         P = sum(p.numel() for p in model.parameters())
@@ -279,9 +275,9 @@ class SequentialTrainer:
         for p in self.params:
             p.grad = self.g[0, offset : offset + p.numel()].view(p.shape)
             offset += p.numel()
-        self.buf = torch.zeros(1, P, device=device) if cfg.momentum else None
+        self.buf = torch.zeros(1, P, device=device) if local.momentum else None
         self.out = torch.empty(group_size, P, device=device)
-        self.scaler = LossScaler(cfg.precision == "fp16", device)
+        self.scaler = LossScaler(precision == "fp16", device)
 
     @property
     def group_size(self) -> int:
@@ -338,14 +334,14 @@ class SequentialTrainer:
         step_correction = None if correct is None else _bound(correct, ctx)
         for t in range(steps):
             rows = idx[i, t, : counts[t]]
-            with _autocast(self.device, self.cfg.precision):
+            with _autocast(self.device, self.precision):
                 out = self.model(as_input(gather(data.x_train, rows, self.device)))
             loss = task_loss(out, gather(data.y_train, rows, self.device)).mean()
             self.g.zero_()
             (loss * self.scaler.factor).backward()
             with torch.no_grad():
                 a = self.scaler.unscale_and_check(self.g, one)
-                sgd_update_(w, self.g, anchor, self.buf, a, self.cfg, step_correction)
+                sgd_update_(w, self.g, anchor, self.buf, a, self.local, step_correction)
                 if loss_sum is not None:
                     loss_sum[i] += loss.detach()
 
@@ -357,3 +353,27 @@ def _bound(correct, ctx: GroupContext):
         correct(g, w, start, ctx)
 
     return step_correction
+
+
+def build_trainer(
+    spec: Spec, model: nn.Module, device: torch.device, vectorised: bool
+) -> VectorTrainer | SequentialTrainer:
+    """A trainer for ``device`` with its own copy of the model template, sized for the largest group
+    any round of ``spec`` can have: it steps with the spec's local section as it is, and builds
+    the client algorithm with its rate."""
+    template = copy.deepcopy(model).to(device)
+    num_params = sum(p.numel() for p in template.parameters())
+    client = spec.algorithm.client
+    algorithm = build_algorithm(client.name, client.options, num_params=num_params, device=device, lr=spec.local.lr)
+    cls = VectorTrainer if vectorised else SequentialTrainer
+    trainer = cls(template, max_slots(spec), spec.local, device, algorithm, spec.compute.precision)
+    if vectorised:
+        trainer.compile = spec.compute.compile
+    return trainer
+
+
+def max_slots(spec: Spec) -> int:
+    """The most client slots any round of ``spec`` can need: buffers are sized once, to this."""
+    G = spec.compute.client_group_size
+    largest = max(spec.participation.schedule or [spec.participation.clients_per_round])
+    return bucket(min(largest, G), G)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from workers.engine.client import build_trainer
 from workers.engine.codecs import make_codec
 from workers.engine.devices import prepare
 from workers.engine.isolation import load_shared
@@ -27,7 +28,7 @@ from workers.engine.models import build_model
 from workers.engine.plugins import load_plugins
 from workers.engine.probes import cuda_peak_mb
 from workers.engine.spec import Spec
-from workers.engine.training import make_replica, train_plans
+from workers.engine.training import DeviceReplica, train_plans
 
 _PR_SET_PDEATHSIG = 1
 _PARENT_GONE = 70
@@ -113,7 +114,7 @@ def _train(job: dict) -> dict:
     first = job["data"][0]
     model = build_model(spec.model, first.input_shape, first.num_classes)
     replicas = [
-        make_replica(spec, model, torch.device(d), data, job["vectorised"])
+        DeviceReplica(torch.device(d), data, build_trainer(spec, model, torch.device(d), job["vectorised"]))
         for d, data in zip(job["devices"], job["data"], strict=True)
     ]
     for replica, scale in zip(replicas, job["scales"], strict=True):

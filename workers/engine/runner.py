@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from workers.engine import probes
-from workers.engine.client import bind_flat
+from workers.engine.client import bind_flat, build_trainer
 from workers.engine.client_states import ClientStates
 from workers.engine.codecs import make_codec
 from workers.engine.data import cache as data_cache
@@ -41,7 +41,7 @@ from workers.engine.simulation_state import SimulationState, StateStoreFactory
 from workers.engine.spec import Spec
 from workers.engine.strategies import build_strategy, needs_updates
 from workers.engine.strategies.aggregate import divide_by_total_
-from workers.engine.training import Collected, DeviceReplica, choose_vectorised, make_replica, train_plans
+from workers.engine.training import Collected, DeviceReplica, choose_vectorised, train_plans
 
 Callback = Callable[[RoundResult], bool | None]
 
@@ -126,7 +126,7 @@ class Simulation(SimulationState):
 
     def _replica(self, device: torch.device, data: FederatedData) -> DeviceReplica:
         on_device = data.to(device) if fits_on(device, data.nbytes()) else data.to(device, pin=True)
-        return make_replica(self.spec, self.model, device, on_device, self.vectorised)
+        return DeviceReplica(device, on_device, build_trainer(self.spec, self.model, device, self.vectorised))
 
     def set_client_group_size(self, n: int) -> None:
         """Rebuild the trainers with a smaller group. The old ones go first, so their buffers are
@@ -136,7 +136,9 @@ class Simulation(SimulationState):
         placed, scales = [(r.device, r.data) for r in self.replicas], [r.trainer.scaler.scale for r in self.replicas]
         self.replicas = []
         free_memory(self.devices)
-        self.replicas = [make_replica(self.spec, self.model, d, data, self.vectorised) for d, data in placed]
+        self.replicas = [
+            DeviceReplica(d, data, build_trainer(self.spec, self.model, d, self.vectorised)) for d, data in placed
+        ]
         for replica, scale in zip(self.replicas, scales, strict=True):
             replica.trainer.scaler.scale = scale
 

@@ -1,6 +1,9 @@
 """The experiment spec's schema: frozen dataclasses with a default, a help text and bounds per field.
 
-``Spec.from_dict(d)`` validates and fills defaults; ``spec.to_dict()`` gives back JSON that
+Here: ``Spec``, its sections of plain settings (participation, local, heterogeneity, compute,
+evaluation, privacy) and the rules that tie sections together; the sections that select a
+registered component (data, model, algorithm, communication) are in
+:mod:`workers.engine.spec_components`. ``Spec.from_dict(d)`` validates and fills defaults; ``spec.to_dict()`` gives back JSON that
 ``from_dict`` turns into an equal spec. The per-field checks (types, ranges, lengths) are done
 by :mod:`workers.engine.validation` from each field's metadata; the rules that tie fields
 together are here, beside the fields they name. Every error is a :class:`SpecError` whose
@@ -18,32 +21,152 @@ from typing import Any
 import workers.engine.registry as registry
 import workers.engine.spec_legacy as spec_legacy
 from workers.engine.algorithms import build_algorithm
-from workers.engine.fields import applies
 from workers.engine.fields import spec_field as _f
-from workers.engine.spec_sections import (  # noqa: F401 - the spec's public names live here too
+from workers.engine.spec_components import (  # noqa: F401 - the spec's public names live here too
     CLIENT_EVALUATION,
     COMPONENT_PATHS,
-    FEDERATED_EVALUATION,
-    GAUSSIAN,
-    MECHANISMS,
+    COMPONENT_SECTIONS,
     PARTITIONS,
-    PRECISIONS,
-    SECTIONS,
-    TRAINING_MODES,
     AlgorithmSpec,
     CommunicationSpec,
-    ComputeSpec,
     DataSpec,
     DownlinkSpec,
-    EvaluationSpec,
-    HeterogeneitySpec,
-    LocalSpec,
     ModelSpec,
-    ParticipationSpec,
-    PrivacySpec,
     UplinkSpec,
+    check_components,
+    option_key,
 )
-from workers.engine.validation import SpecError, build, describe_fields
+from workers.engine.validation import SpecError, build, describe_fields, section_of
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+TRAINING_MODES = ("auto", "vectorized", "sequential")
+FEDERATED_EVALUATION = ("none", "sampled", "cohort")
+MECHANISMS = ("none", "gaussian")
+GAUSSIAN = {"privacy.mechanism": ["gaussian"]}  # an "applies when" rule (the shape: workers.engine.fields)
+
+
+@dataclass(frozen=True)
+class ParticipationSpec:
+    clients_per_round: int = _f(10, "Clients sampled each round.", min=1, max=1_000_000)
+    schedule: list[int] | None = _f(
+        None,
+        "One cohort size per round; overrides clients_per_round.",
+        nullable=True,
+        max_length=1_000_000,
+        advanced=True,
+    )
+
+
+@dataclass(frozen=True)
+class LocalSpec:
+    epochs: int = _f(1, "Local epochs E.", min=1, max=1000)
+    batch_size: int = _f(20, "Local batch size B.", min=1, max=65536)
+    lr: float = _f(0.05, "Client learning rate.", min=0, min_open=True, max=10)
+    momentum: float = _f(0.0, "Client SGD momentum.", min=0, max=0.999, advanced=True)
+    weight_decay: float = _f(0.0, "Client weight decay.", min=0, max=1, advanced=True)
+
+
+@dataclass(frozen=True)
+class HeterogeneitySpec:
+    straggler_fraction: float = _f(0.0, "Share of each cohort that can only do part of the local work.", min=0, max=1)
+    straggler_policy: str = _f(
+        "drop",
+        "drop: discard stragglers (FedAvg); partial: aggregate their partial work (FedProx).",
+        choices=("drop", "partial"),
+    )
+    dropout: float = _f(0.0, "Share of each cohort that never reports.", min=0, max=1)
+
+
+@dataclass(frozen=True)
+class ComputeSpec:
+    device: str = _f("auto", "auto, cpu, cuda, cuda:N or cuda:all.", max_length=16)
+    client_group_size: int = _f(64, "Clients trained together in one vectorised step.", min=1, max=4096, advanced=True)
+    precision: str = _f("fp32", "Training precision.", choices=PRECISIONS, advanced=True)
+    isolation: str = _f(
+        "none",
+        "process: train each round's clients in a fresh child process.",
+        choices=("none", "process"),
+        advanced=True,
+    )
+    training: str = _f(
+        "auto",
+        "vectorized (torch.func), sequential, or auto (vectorised when the model allows).",
+        choices=TRAINING_MODES,
+        advanced=True,
+    )
+    compile: bool = _f(
+        False,
+        "Capture the vectorised step with torch.compile (cache bounded by group size).",
+        advanced=True,
+        applies_when={"compute.training": ["auto", "vectorized"]},
+    )
+    shards: int = _f(
+        1,
+        "Split each round's cohort over this many worker tasks (any worker of the queue); "
+        "auto (stored as 0): one per live worker slot of the queue.",
+        min=0,
+        max=64,
+        advanced=True,
+    )
+
+
+@dataclass(frozen=True)
+class EvaluationSpec:
+    every: int = _f(1, "Evaluate the global model every N rounds (and always on the last).", min=1, max=1_000_000)
+    batch_size: int = _f(1024, "Evaluation batch size.", min=1, max=65536, advanced=True)
+    clients: str = _f(
+        "none",
+        "Federated evaluation on clients' own test splits: none, the round's sampled clients, or a fixed cohort.",
+        choices=FEDERATED_EVALUATION,
+    )
+    cohort_size: int = _f(
+        20,
+        "Clients in the fixed evaluation cohort.",
+        min=1,
+        max=1_000_000,
+        applies_when={"evaluation.clients": ["cohort"]},
+    )
+
+
+@dataclass(frozen=True)
+class PrivacySpec:
+    mechanism: str = _f(
+        "none", "gaussian: DP-FedAvg (clip each client's update, add Gaussian noise at the server).", choices=MECHANISMS
+    )
+    clip_norm: float = _f(
+        1.0,
+        "Clipping norm C of each client's update (the start value when adaptive).",
+        min=0,
+        min_open=True,
+        max=1e6,
+        applies_when=GAUSSIAN,
+    )
+    noise_multiplier: float = _f(
+        1.0, "Noise multiplier z: the noise's standard deviation is z·C.", min=0, max=1000, applies_when=GAUSSIAN
+    )
+    delta: float = _f(1e-5, "δ at which ε is reported.", min=0, min_open=True, max=0.1, applies_when=GAUSSIAN)
+    adaptive_clip: bool = _f(
+        False, "Adapt C towards a quantile of the update norms (Andrew et al. 2021).", applies_when=GAUSSIAN
+    )
+    target_quantile: float = _f(
+        0.5,
+        "Share of updates the adaptive C aims to leave unclipped.",
+        min=0,
+        max=1,
+        applies_when=GAUSSIAN,
+        advanced=True,
+    )
+    clip_lr: float = _f(
+        0.2, "Learning rate of the adaptive C (geometric update).", min=0, max=10, applies_when=GAUSSIAN, advanced=True
+    )
+    count_noise: float = _f(
+        0.0,
+        "Std of the noise on the unclipped count (adaptive C); 0 = the paper's cohort/20.",
+        min=0,
+        max=1e6,
+        applies_when=GAUSSIAN,
+        advanced=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -74,7 +197,8 @@ class Spec:
         d = {} if d is None else d
         if not isinstance(d, dict):
             raise SpecError("spec", "must be a JSON object")
-        d = spec_legacy.upgrade(d, strict=bounds)  # a flat spec from before components
+        # A flat spec from before components: the upgrade sees (and copies) only those sections.
+        d = {**d, **spec_legacy.upgrade({k: v for k, v in d.items() if k in COMPONENT_SECTIONS}, strict=bounds)}
         spec = build(cls, _shards_auto(d), bounds=bounds)
         spec._check_cross_fields(d)
         return spec
@@ -148,29 +272,12 @@ class Spec:
             raise SpecError("algorithm.server_optimizer", f"must be '{expected}' for {self.algorithm.name}")
         if self.algorithm.server_optimizer != expected:
             object.__setattr__(self, "algorithm", dataclasses.replace(self.algorithm, server_optimizer=expected))
-        self._check_components()
+        check_components(self)
         _check_device(self.compute.device)
         self._check_evaluation()
         self._check_shards()
         self._check_update_strategies()
         self._check_client_algorithm()
-
-    def _check_components(self) -> None:
-        """The rules that follow from the chosen components' traits."""
-        dataset = registry.get("dataset", self.data.name)
-        for f in dataclasses.fields(dataset.options):
-            # A path option without a default names the dataset's files: nothing to load without it.
-            if f.metadata.get("path") and f.default is None and not getattr(self.data.options, f.name):
-                raise SpecError(f"data.options.{f.name}", f"is required for the {self.data.name} dataset")
-        if self.data.partition == "natural" and not dataset.traits["natural"]:
-            raise SpecError("data.partition", f"'natural' needs a dataset with writers, not {self.data.name}")
-        task = registry.get("model", self.model.name).traits["task"]
-        if task != dataset.traits["task"]:
-            raise SpecError(
-                "model.name",
-                f"{self.model.name} is a {task} model and {self.data.name} a {dataset.traits['task']} dataset; "
-                "pick a model and a dataset of the same task",
-            )
 
     def _check_evaluation(self) -> None:
         ev = self.evaluation
@@ -266,45 +373,5 @@ def spec_fields() -> dict[str, dict[str, Any]]:
     return describe_fields(Spec)
 
 
-def option_key(field: str, spec: dict[str, Any] | Spec) -> str:
-    """The :func:`spec_fields` key of a spec field as errors name it: ``model.options.width`` ->
-    ``model.options.vgg.width`` when ``spec`` (a dict in today's shape, or a Spec) selects vgg;
-    any other field is returned as it is."""
-    d = spec.to_dict() if isinstance(spec, Spec) else spec
-    for path in COMPONENT_PATHS:
-        prefix = f"{path}.options."
-        if field.startswith(prefix):
-            name = _dig(d, f"{path}.name")
-            if isinstance(name, str):
-                return f"{prefix}{name}.{field[len(prefix) :]}"
-    return field
-
-
-def _dig(d: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        if not isinstance(d, dict):
-            return None
-        d = d.get(part)
-    return d
-
-
-def flat_choices(spec: Spec) -> dict[str, Any]:
-    """Every non-option field of ``spec`` by dotted name (``communication.uplink.name``)."""
-    out: dict[str, Any] = {}
-
-    def walk(value: dict, prefix: str) -> None:
-        for key, v in value.items():
-            if isinstance(v, dict) and key != "options":
-                walk(v, f"{prefix}{key}.")
-            elif key != "options":
-                out[f"{prefix}{key}"] = v
-
-    walk(spec.to_dict(), "")
-    return out
-
-
-def applicable_fields(spec: Spec) -> dict[str, bool]:
-    """Every field by dotted name: whether it has any effect under ``spec``'s choices (by its
-    ``applies_when`` rule). The form hides the others from view; validation ignores this."""
-    flat = flat_choices(spec)
-    return {name: applies(meta["applies_when"], flat) for name, meta in spec_fields().items()}
+# Every section by name, in the spec's (and the form's) order.
+SECTIONS = {f.name: section_of(f) for f in dataclasses.fields(Spec) if section_of(f) is not None}

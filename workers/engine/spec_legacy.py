@@ -20,7 +20,7 @@ import dataclasses
 from typing import Any
 
 import workers.engine.registry as registry
-from workers.engine.spec_sections import SECTIONS, ClientAlgorithmSpec, DownlinkSpec, UplinkSpec
+from workers.engine.spec_components import COMPONENT_SECTIONS, ClientAlgorithmSpec, DownlinkSpec, UplinkSpec
 from workers.engine.validation import SpecError
 
 # The old flat option keys of each component section, and their names as component options.
@@ -136,7 +136,7 @@ def _upgrade_component(section: str, d: dict, strict: bool) -> dict:
     old = {key: d.pop(key) for key in list(d) if key in OLD_OPTION_KEYS[section]}
     if not old:
         return d
-    name = d.get("name", _default_name(SECTIONS[section]))
+    name = d.get("name", _default_name(COMPONENT_SECTIONS[section]))
     known = _option_names(KIND_OF[section], name)
     options = d.get("options") if isinstance(d.get("options"), dict) else {}
     for key, value in old.items():

@@ -7,23 +7,17 @@ round does exactly the arithmetic of an in-process one.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from workers.engine import vmap_probe
-from workers.engine.algorithms import ClientRound, GroupContext, build_algorithm
-from workers.engine.client import (
-    GroupOutput,
-    LocalConfig,
-    SequentialTrainer,
-    VectorTrainer,
-)
+from workers.engine.algorithms import ClientRound, GroupContext
+from workers.engine.client import GroupOutput, SequentialTrainer, VectorTrainer
 from workers.engine.codecs import Codec, compress_with_feedback
 from workers.engine.data.base import FederatedData
-from workers.engine.plan import GroupPlan, bucket
+from workers.engine.plan import GroupPlan
 from workers.engine.privacy import clip_rows_
 from workers.engine.spec import Spec, SpecError
 from workers.engine.strategies.aggregate import accumulate_
@@ -88,8 +82,7 @@ def choose_vectorised(
     if declared is None and sample is None:
         reason = None if can_vectorise(model) else "it has buffers"
     elif declared is None:
-        cfg = LocalConfig(lr=spec.local.lr, precision=spec.compute.precision)
-        reason = vmap_probe.probe(model, *sample, cfg, devices[0])
+        reason = vmap_probe.probe(model, *sample, devices[0], spec.compute.precision)
     if reason is None:
         return True
     if mode == "vectorized":
@@ -98,36 +91,6 @@ def choose_vectorised(
     if declared is None and notes is not None:
         notes.append(f"training sequentially: model {spec.model.name} cannot be vectorised: {reason}")
     return False
-
-
-def make_replica(
-    spec: Spec, model: torch.nn.Module, device: torch.device, data: FederatedData, vectorised: bool
-) -> DeviceReplica:
-    """A trainer for ``device`` with its own copy of the model template."""
-    cfg = LocalConfig(
-        lr=spec.local.lr,
-        momentum=spec.local.momentum,
-        weight_decay=spec.local.weight_decay,
-        precision=spec.compute.precision,
-    )
-    template = copy.deepcopy(model).to(device)
-    slots = max_slots(spec)
-    num_params = sum(p.numel() for p in template.parameters())
-    client = spec.algorithm.client
-    algorithm = build_algorithm(client.name, client.options, num_params=num_params, device=device, lr=spec.local.lr)
-    if vectorised:
-        trainer = VectorTrainer(template, slots, cfg, device, algorithm)
-        trainer.compile = spec.compute.compile
-    else:
-        trainer = SequentialTrainer(template, slots, cfg, device, algorithm)
-    return DeviceReplica(device=device, data=data, trainer=trainer)
-
-
-def max_slots(spec: Spec) -> int:
-    """The most client slots any round of ``spec`` can need: buffers are sized once, to this."""
-    G = spec.compute.client_group_size
-    largest = max(spec.participation.schedule or [spec.participation.clients_per_round])
-    return bucket(min(largest, G), G)
 
 
 def train_plans(

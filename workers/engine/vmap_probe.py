@@ -15,7 +15,8 @@ import torch
 from torch import nn
 
 from workers.engine import registry
-from workers.engine.client import LocalConfig, VectorTrainer
+from workers.engine.client import VectorTrainer
+from workers.engine.spec import LocalSpec
 
 PROBE_CLIENTS = 2
 PROBE_ROWS = 2
@@ -39,17 +40,22 @@ def has_buffers(model: nn.Module) -> bool:
     return any(True for _ in model.buffers())
 
 
-def probe(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: LocalConfig, device: torch.device) -> str | None:
-    """None when a vectorised step runs on ``model``; otherwise why not ("TypeError: ...").
+def probe(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch.device, precision: str = "fp32"
+) -> str | None:
+    """None when a vectorised step runs on ``model`` in ``precision``; otherwise why not ("TypeError: ...").
 
-    ``x``/``y`` are a few training rows (as stored); the model itself is not touched.
+    ``x``/``y`` are a few training rows (as stored); the model itself is not touched. Only the
+    gradient is computed, never a step: the spec's local section has no say (a default one is given).
     """
     if has_buffers(model):
         # BatchNorm's running statistics are updated in place, once per batch; under vmap every
         # client would need its own copy, which functional_call over the parameters does not give.
         return "it has buffers (e.g. BatchNorm running statistics), which are not trained per client"
     try:
-        trainer = VectorTrainer(copy.deepcopy(model).to(device), PROBE_CLIENTS, cfg, device)
+        trainer = VectorTrainer(
+            copy.deepcopy(model).to(device), PROBE_CLIENTS, LocalSpec(), device, precision=precision
+        )
         flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).to(device)
         w = flat.expand(PROBE_CLIENTS, -1).clone()
         xs = x[:PROBE_ROWS].to(device).expand(PROBE_CLIENTS, *x[:PROBE_ROWS].shape)

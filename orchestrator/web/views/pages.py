@@ -22,7 +22,6 @@ from orchestrator.experiments.access import (
     get_experiment_for_user,
     scoped,
 )
-from orchestrator.experiments.launch import create_experiment
 from orchestrator.experiments.leak import leak_warnings
 from orchestrator.experiments.public import host_names, redact, redact_events
 from orchestrator.experiments.rounds import rounds_of, table_columns, table_rows
@@ -99,8 +98,7 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = ExperimentForm(request.POST, user=request.user)
         if form.is_valid():
-            fields = {k: form.cleaned_data[k] for k in ("team", "visibility", "name", "description", "tags")}
-            experiment = create_experiment(owner=request.user, spec=form.spec, **fields)
+            experiment = form.save()  # stored and queued with the spec the form parsed
             for warning in submit_warnings(experiment):
                 messages.warning(request, warning)
             return redirect("experiment_detail", experiment.pk)
