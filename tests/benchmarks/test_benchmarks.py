@@ -53,6 +53,7 @@ def test_it_runs_all_small_benchmarks_and_writes_results(tmp_path):
     assert isinstance(memory["within_1pct"], bool)
     for name in ("tff_accelerators", "flute_femnist", "pfl_cifar10"):  # small runs say they extrapolate
         assert "EXTRAPOLATED" in json.loads((tmp_path / f"{name}-small-cpu.json").read_text())["anchor_summary"]
+    _check_engine_overhead(json.loads((tmp_path / "engine_overhead-small-cpu.json").read_text()))
 
 
 @pytest.mark.slow
@@ -93,13 +94,10 @@ def test_it_shares_the_plain_loop_and_learns_something():
     assert any(not torch.equal(before[k], plain.global_state[k]) for k in before)
 
 
-@pytest.mark.slow
-def test_it_writes_the_engine_overhead_comparison(tmp_path):
+def _check_engine_overhead(record: dict) -> None:
+    """engine_overhead's record (written by the ``all`` run above, which includes it)."""
     from benchmarks.common import REQUIRED_KEYS
 
-    proc = _run(["-m", "benchmarks", "engine_overhead", "--size", "small", "--device", "cpu"], tmp_path, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    record = json.loads((tmp_path / "engine_overhead-small-cpu.json").read_text())
     assert set(REQUIRED_KEYS) <= set(record)
     assert {"cpu_model", "cpu_cores", "torch", "device_name"} <= set(record["machine"])
     algorithms = ["fedavg", "fedprox", "scaffold"]
