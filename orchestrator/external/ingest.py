@@ -36,10 +36,14 @@ _NUMBERS = [f for f in round_fields.FIELDS if f.type in (int, float) and f.name 
 FLOAT_FIELDS = tuple(f.name for f in _NUMBERS if f.type is float)
 INT_FIELDS = tuple(f.name for f in _NUMBERS if f.type is int)
 STANDARD = (*FLOAT_FIELDS, *INT_FIELDS)
-# RoundMetric's required columns a report may leave out (the nullable ones stay None): zero for a
-# number, "external" for the device, an empty list.
-_EMPTY = {int: 0, float: 0.0, str: "external"}
-DEFAULTS = {f.name: _EMPTY.get(f.type, []) for f in round_fields.FIELDS if not f.null and f.name != "round"}
+# RoundMetric's columns that are not numbers and not nullable: "external" for the device, an empty
+# list. A number a report leaves out stays null (absent), never 0: charts and summaries skip it.
+_EMPTY = {str: "external"}
+DEFAULTS = {
+    f.name: _EMPTY.get(f.type, [])
+    for f in round_fields.FIELDS
+    if not f.null and f.type not in (int, float)
+}
 ACCEPTING = (Status.RUNNING, Status.CRASHED)  # a crashed run that reports again is running again
 
 
