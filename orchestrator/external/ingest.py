@@ -39,11 +39,7 @@ STANDARD = (*FLOAT_FIELDS, *INT_FIELDS)
 # RoundMetric's columns that are not numbers and not nullable: "external" for the device, an empty
 # list. A number a report leaves out stays null (absent), never 0: charts and summaries skip it.
 _EMPTY = {str: "external"}
-DEFAULTS = {
-    f.name: _EMPTY.get(f.type, [])
-    for f in round_fields.FIELDS
-    if not f.null and f.type not in (int, float)
-}
+DEFAULTS = {f.name: _EMPTY.get(f.type, []) for f in round_fields.FIELDS if not f.null and f.type not in (int, float)}
 ACCEPTING = (Status.RUNNING, Status.CRASHED)  # a crashed run that reports again is running again
 
 

@@ -4,70 +4,69 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('orchestrator', '0014_roundmetric_personal_accuracy'),
+        ("orchestrator", "0014_roundmetric_personal_accuracy"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='roundmetric',
-            name='bytes_down',
+            model_name="roundmetric",
+            name="bytes_down",
             field=models.BigIntegerField(null=True),
         ),
         migrations.AlterField(
-            model_name='roundmetric',
-            name='bytes_formula',
+            model_name="roundmetric",
+            name="bytes_formula",
             field=models.BigIntegerField(null=True),
         ),
         migrations.AlterField(
-            model_name='roundmetric',
-            name='bytes_up',
+            model_name="roundmetric",
+            name="bytes_up",
             field=models.BigIntegerField(null=True),
         ),
         migrations.AlterField(
-            model_name='roundmetric',
-            name='completed',
+            model_name="roundmetric",
+            name="completed",
             field=models.IntegerField(null=True),
         ),
         migrations.AlterField(
-            model_name='roundmetric',
-            name='dropped',
+            model_name="roundmetric",
+            name="dropped",
             field=models.IntegerField(null=True),
         ),
         migrations.AlterField(
-            model_name='roundmetric',
-            name='participants',
+            model_name="roundmetric",
+            name="participants",
             field=models.IntegerField(null=True),
         ),
         migrations.AlterField(
-            model_name='roundmetric',
-            name='round_seconds',
+            model_name="roundmetric",
+            name="round_seconds",
             field=models.FloatField(null=True),
         ),
         migrations.AlterField(
-            model_name='roundmetric',
-            name='rss_mb',
+            model_name="roundmetric",
+            name="rss_mb",
             field=models.FloatField(null=True),
         ),
         migrations.AlterField(
-            model_name='roundmetric',
-            name='samples',
+            model_name="roundmetric",
+            name="samples",
             field=models.BigIntegerField(null=True),
         ),
         migrations.AlterField(
-            model_name='roundmetric',
-            name='stragglers',
+            model_name="roundmetric",
+            name="stragglers",
             field=models.IntegerField(null=True),
         ),
         migrations.AlterField(
-            model_name='roundmetric',
-            name='threads',
+            model_name="roundmetric",
+            name="threads",
             field=models.IntegerField(null=True),
         ),
         migrations.AlterField(
-            model_name='roundmetric',
-            name='train_seconds',
+            model_name="roundmetric",
+            name="train_seconds",
             field=models.FloatField(null=True),
         ),
     ]
