@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from orchestrator.experiments.records import RoundMetric
 
-LEAK_SERIES = ("rss_mb", "vram_peak_mb")  # the per-round memory numbers the heuristic reads
+_SERIES = (("rss_mb", "Host RSS"), ("vram_peak_mb", "VRAM peak"))  # per-round MB, and the warning's name
 WARMUP_ROUNDS = 3
 MIN_POINTS = 10
 WINDOW = 30
@@ -40,7 +40,7 @@ def leak_check(values: list[float | None], *, warmup: int = WARMUP_ROUNDS) -> di
 def leak_warnings(rounds: list[dict], *, warmup: int = WARMUP_ROUNDS) -> list[str]:
     """Readable warnings for the memory series of a run's rounds (``RoundResult`` dicts)."""
     out = []
-    for key, label in zip(LEAK_SERIES, ("Host RSS", "VRAM peak"), strict=True):
+    for key, label in _SERIES:
         check = leak_check([r.get(key) for r in rounds], warmup=warmup)
         if check["leak"]:
             out.append(
@@ -50,10 +50,15 @@ def leak_warnings(rounds: list[dict], *, warmup: int = WARMUP_ROUNDS) -> list[st
     return out
 
 
+def reads_memory(rounds: list[dict]) -> bool:
+    """Whether any of ``rounds`` has a number the heuristic reads (an external run may report none)."""
+    return any(r.get(key) is not None for r in rounds for key, _ in _SERIES)
+
+
 def latest_leak_warnings(experiment_id: int) -> list[str]:
     """``leak_warnings`` of a run as its rounds in the database stand, reading only the rounds the
     heuristic looks at (after the warm-up, the last ones), so each round event pays one small query."""
     # Twice the window: a series with a few missing values still gets WINDOW points.
     rows = RoundMetric.objects.filter(experiment_id=experiment_id, round__gt=WARMUP_ROUNDS).order_by("-round")
-    recent = list(rows.values(*LEAK_SERIES)[: 2 * WINDOW])[::-1]
+    recent = list(rows.values("rss_mb", "vram_peak_mb")[: 2 * WINDOW])[::-1]
     return leak_warnings(recent, warmup=0)

@@ -21,7 +21,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 
-from orchestrator.experiments.leak import LEAK_SERIES, latest_leak_warnings
+from orchestrator.experiments.leak import latest_leak_warnings, reads_memory
 from orchestrator.fleet.queues import queue_states, waiting_for
 
 log = logging.getLogger(__name__)
@@ -187,8 +187,7 @@ def publish_rounds(experiment_id: int, rounds: list[dict]) -> None:
     if not rounds:
         return
     stored = time.time()
-    memory = any(m.get(key) is not None for m in rounds for key in LEAK_SERIES)
-    warnings = latest_leak_warnings(experiment_id) if memory else None
+    warnings = latest_leak_warnings(experiment_id) if reads_memory(rounds) else None
     last = len(rounds) - 1
     events = [round_event(experiment_id, m, warnings if i == last else None, stored) for i, m in enumerate(rounds)]
     _send_all(group_name(experiment_id), events)

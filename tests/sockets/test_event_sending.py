@@ -82,7 +82,7 @@ def test_a_batch_without_memory_numbers_reads_no_leak_verdict(monkeypatch):
     monkeypatch.setattr(layer, "group_send", keep)
     monkeypatch.setattr(events, "get_channel_layer", lambda: layer)
     monkeypatch.setattr(events, "latest_leak_warnings", lambda pk: ["grows"])
-    events.publish_rounds(1, [{"round": 1, "rss_mb": None, "vram_peak_mb": None}, {"round": 2}])
+    events.publish_rounds(1, [{"round": 1, "rss_mb": None}, {"round": 2}])
     events.publish_rounds(1, [{"round": 3, "rss_mb": 100.0}, {"round": 4, "rss_mb": 101.0}])
     verdicts = [[r["leak_warnings"] for r in p["rounds"]] for p in payloads]
     assert verdicts == [[None, None], [None, ["grows"]]]
