@@ -10,6 +10,10 @@ at the socket minus the moment ``log`` was called. Per socket: every round exact
 The run token's rate limit is raised for the site (``FEDWEB_EXTERNAL_RATE``): the client sends up
 to 1/flush_interval requests per second per run, which is the load measured here, not the limit.
 Bounded: ``RUNS`` sockets, ``ROUNDS`` rounds per run, 127.0.0.1 only. Needs ``$REDIS_URL``.
+
+Besides latency, the row has the web process's CPU per report request and per round (daphne's
+user + system time over the run, its main thread apart): on a shared machine the latency follows
+the load average, the CPU a request costs much less so.
 """
 
 from __future__ import annotations
@@ -78,6 +82,42 @@ def produce(run, rounds: int, rate: float, start: threading.Event, logged: dict[
         run.log(n, _metrics(n))
 
 
+class ServerCpu:
+    """CPU seconds the web processes spend from now on: in all, and in their main threads (the
+    event loop: HTTP, sockets, channel layer; the rest is Django's request threads)."""
+
+    def __init__(self, pids: list[int]) -> None:
+        import psutil
+
+        self.processes = [psutil.Process(pid) for pid in pids]
+        self.start = self._now()
+
+    def _now(self) -> tuple[float, float]:
+        total = sum(p.cpu_times().user + p.cpu_times().system for p in self.processes)
+        main = sum(t.user_time + t.system_time for p in self.processes for t in p.threads() if t.id == p.pid)
+        return total, main
+
+    def spent(self) -> tuple[float, float]:
+        total, main = self._now()
+        return total - self.start[0], main - self.start[1]
+
+
+def _count_requests() -> list[int]:
+    """The report requests the clients send from now on (one entry per POST of rounds)."""
+    from fedweb_client import http
+
+    sent: list[int] = []
+    send = getattr(http.send_rounds, "__wrapped__", http.send_rounds)
+
+    def counted(url, run_id, run_token, rounds, timeout):
+        sent.append(len(rounds))
+        return send(url, run_id, run_token, rounds, timeout)
+
+    counted.__wrapped__ = send
+    http.send_rounds = counted
+    return sent
+
+
 async def measure(site: LiveSite, runs: int, rounds: int, rate: float, journal_dir: Path) -> dict[str, Any]:
     import fedweb_client
     from asgiref.sync import sync_to_async
@@ -119,6 +159,8 @@ async def measure(site: LiveSite, runs: int, rounds: int, rate: float, journal_d
         for b, c in zip(boards, clients, strict=True)
     ]  # fmt: skip
     await asyncio.wait_for(asyncio.gather(*(b.ready.wait() for b in boards)), 60)
+    requests = _count_requests()
+    cpu = ServerCpu(site.server_pids())
     start = threading.Event()
     logged = [{} for _ in clients]
     loop = asyncio.get_running_loop()
@@ -130,6 +172,8 @@ async def measure(site: LiveSite, runs: int, rounds: int, rate: float, journal_d
     await asyncio.gather(*producers)
     outcomes = await asyncio.gather(*tasks, return_exceptions=True)
     wall = time.monotonic() - t0
+    server_cpu, main_cpu = cpu.spent()
+    posts = len(requests)
     finished = [await loop.run_in_executor(None, c.finish, 60) for c in clients]
     errors = [repr(o) for o in outcomes if isinstance(o, BaseException)] + [e for c in clients for e in c.errors]
     latencies = sorted(b.arrived[n] - lg[n] for b, lg in zip(boards, logged, strict=True) for n in b.arrived if n in lg)
@@ -150,6 +194,10 @@ async def measure(site: LiveSite, runs: int, rounds: int, rate: float, journal_d
         "finished": sum(finished),
         "errors": errors[:3],
         "wall_seconds": round(wall, 2),
+        "report_requests": posts,
+        "server_cpu_ms_per_request": round(1000 * server_cpu / posts, 2) if posts else None,
+        "server_main_thread_cpu_ms_per_request": round(1000 * main_cpu / posts, 2) if posts else None,
+        "server_cpu_ms_per_round": round(1000 * server_cpu / (runs * rounds), 2),
         "load_average_1min": round(os.getloadavg()[0], 1),  # the machine is shared: say how busy it was
         "cpus": os.cpu_count(),
     }
@@ -175,6 +223,7 @@ def run(opts: Options) -> dict[str, Any]:
         "peak_rss_mb": None,
         "anchor": f"goal: p99 < {GOAL_P99_MS:.0f} ms, {RUNS} external runs x {RATE:.0f} rounds/s x {METRICS} metrics (issue 20)",
         "anchor_ratio": round(row["p99_ms"] / GOAL_P99_MS, 3) if row["p99_ms"] is not None else None,
-        "anchor_summary": f"p50 {row['p50_ms']} ms p99 {row['p99_ms']} ms, missed {row['missed']}, duplicated {row['duplicated']}",
+        "anchor_summary": f"p50 {row['p50_ms']} ms p99 {row['p99_ms']} ms, missed {row['missed']}, duplicated {row['duplicated']}, "
+        f"server CPU {row['server_cpu_ms_per_request']} ms/request (load {row['load_average_1min']})",
         "rows": [row],
     }

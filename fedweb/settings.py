@@ -217,7 +217,7 @@ CHANNEL_LAYERS = channel_layers(_CHANNELS_URL, REDIS_PREFIX)
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "shared": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "fedweb.cache.RedisCache",  # Django's, with one connection pool per process
         "LOCATION": _BROKER_URL,
         "KEY_PREFIX": f"{REDIS_PREFIX}fedweb-cache",
         "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from orchestrator.experiments.records import RoundMetric
 
+_SERIES = (("rss_mb", "Host RSS"), ("vram_peak_mb", "VRAM peak"))  # per-round MB, and the warning's name
 WARMUP_ROUNDS = 3
 MIN_POINTS = 10
 WINDOW = 30
@@ -39,7 +40,7 @@ def leak_check(values: list[float | None], *, warmup: int = WARMUP_ROUNDS) -> di
 def leak_warnings(rounds: list[dict], *, warmup: int = WARMUP_ROUNDS) -> list[str]:
     """Readable warnings for the memory series of a run's rounds (``RoundResult`` dicts)."""
     out = []
-    for key, label in (("rss_mb", "Host RSS"), ("vram_peak_mb", "VRAM peak")):
+    for key, label in _SERIES:
         check = leak_check([r.get(key) for r in rounds], warmup=warmup)
         if check["leak"]:
             out.append(
@@ -47,6 +48,11 @@ def leak_warnings(rounds: list[dict], *, warmup: int = WARMUP_ROUNDS) -> list[st
                 f"({check['growth'] * 100:.0f}% over the last rounds): possible memory leak"
             )
     return out
+
+
+def reads_memory(rounds: list[dict]) -> bool:
+    """Whether any of ``rounds`` has a number the heuristic reads (an external run may report none)."""
+    return any(r.get(key) is not None for r in rounds for key, _ in _SERIES)
 
 
 def latest_leak_warnings(experiment_id: int) -> list[str]:

@@ -17,13 +17,18 @@ from workers.engine.round_fields import FIELDS, Field
 
 
 def _column(field: Field) -> models.Field:
-    """The database column of a declared round field."""
+    """The database column of a declared round field.
+
+    Every number but the round's may be null even where the engine always fills it: an external
+    run reports what it measured, and a number it leaves out (bytes, memory...) is absent, so the
+    charts draw no point and the summaries skip it, where a stored 0 would be a false measurement.
+    """
     if field.name == "round":  # the row's key with its experiment
         return models.PositiveIntegerField()
     if field.type is float:
-        return models.FloatField(null=field.null)
+        return models.FloatField(null=True)
     if field.type is int:
-        return (models.BigIntegerField if field.wide else models.IntegerField)(null=field.null)
+        return (models.BigIntegerField if field.wide else models.IntegerField)(null=True)
     if field.type is str:
         return models.CharField(max_length=200, null=field.null)
     return models.JSONField(null=field.null)  # lists

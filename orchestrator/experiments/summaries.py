@@ -49,10 +49,10 @@ def fold(aggregate: str, values: list):
     """One summary from the non-null values of a run's rounds, oldest first."""
     if aggregate == "count":
         return len(values)
+    if not values:  # e.g. an external run that reported no bytes: "–", not a total of 0
+        return None
     if aggregate == "sum":
         return sum(values)
-    if not values:
-        return None
     if aggregate == "min":
         return min(values)
     return values[-1] if aggregate == "last" else max(values)
@@ -97,12 +97,8 @@ def summaries_for(experiment_ids: list[int]) -> dict[int, dict]:
         .values("experiment_id")
         .annotate(**{f"m_{m.key}": _in_database(m) for m in METRICS})
     )
-    # SQL sums no rows to NULL where summarize's sum over no values is 0.
-    return {row["experiment_id"]: {m.key: _or_zero(m, row[f"m_{m.key}"]) for m in METRICS} for row in rows}
-
-
-def _or_zero(metric: Metric, value):
-    return 0 if value is None and metric.aggregate == "sum" else value
+    # SQL sums no rows to NULL, as summarize's sum over no values is None.
+    return {row["experiment_id"]: {m.key: row[f"m_{m.key}"] for m in METRICS} for row in rows}
 
 
 def definitions() -> list[dict]:

@@ -21,7 +21,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 
-from orchestrator.experiments.leak import latest_leak_warnings
+from orchestrator.experiments.leak import latest_leak_warnings, reads_memory
 from orchestrator.fleet.queues import queue_states, waiting_for
 
 log = logging.getLogger(__name__)
@@ -181,12 +181,13 @@ def publish_rounds(experiment_id: int, rounds: list[dict]) -> None:
     """Several rounds of one run, in order, as one channel-layer message (an external run's batch).
 
     One send per batch, not per round, and only the last round carries the leak verdict (one query
-    per batch; the others' None keeps the page's badge).
+    per batch; the others' None keeps the page's badge). A batch with no memory number (an external
+    run that reports none) cannot change the verdict: its rounds all carry None, and no query is made.
     """
     if not rounds:
         return
     stored = time.time()
-    warnings = latest_leak_warnings(experiment_id)
+    warnings = latest_leak_warnings(experiment_id) if reads_memory(rounds) else None
     last = len(rounds) - 1
     events = [round_event(experiment_id, m, warnings if i == last else None, stored) for i, m in enumerate(rounds)]
     _send_all(group_name(experiment_id), events)

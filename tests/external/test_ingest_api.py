@@ -8,6 +8,7 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
+from orchestrator.experiments import summaries
 from orchestrator.external.liveness import mark_crashed
 from orchestrator.fleet.scheduling import reconcile
 from orchestrator.models import CustomMetric, Experiment, ExternalRun, Kind, RoundMetric, Status
@@ -166,3 +167,22 @@ def test_names_of_any_earlier_round_count_toward_the_bound(run):
     assert codes == [201, 201, 201, 201]  # a, b, c: three names, whichever rounds bring them back
     r = post_rounds(client, pk, {"round": 5, "metrics": {"c": 1, "d": 2}})  # d is a fourth (a, b: rounds 1, 4)
     assert r.status_code == 400 and "makes 4" in r.json()["metrics"][0], r.content
+
+
+def test_a_number_a_run_does_not_report_is_absent_not_zero(run):
+    # A script that logs no bytes or memory: those columns stay null, so the charts draw no point
+    # and the summaries (list, compare) show "–" instead of a false 0.
+    pk, client = run
+    r = post_rounds(client, pk, {"round": 1, "metrics": {"loss": 0.5}}, {"round": 2, "metrics": {"loss": 0.4}})
+    assert r.status_code == 201, r.content
+    row = RoundMetric.objects.get(experiment_id=pk, round=1)
+    unreported = ("bytes_up", "bytes_down", "rss_mb", "participants", "round_seconds", "samples", "threads")
+    assert {name: getattr(row, name) for name in unreported} == dict.fromkeys(unreported, None)
+    assert (row.train_loss, row.device) == (0.5, "external")
+    rounds = [m.to_result_dict() for m in RoundMetric.objects.filter(experiment_id=pk)]
+    assert round_fields.Formula(("bytes_up", "bytes_down")).points(rounds) == ([], [])  # no point on a chart
+    from_rows, in_sql = summaries.summarize(rounds), summaries.summaries_for([pk])[pk]
+    assert (from_rows["bytes"], from_rows["seconds"], from_rows["rounds"]) == (None, None, 2), from_rows
+    assert (in_sql["bytes"], in_sql["seconds"], in_sql["rounds"]) == (None, None, 2), in_sql
+    # a resend of a round with the same (partial) metrics is still a duplicate
+    assert post_rounds(client, pk, {"round": 2, "metrics": {"loss": 0.4}}).json() == {"recorded": [], "duplicates": [2]}

@@ -13,6 +13,7 @@ from django.core.cache.backends.redis import RedisCache
 from django.test import override_settings
 from rest_framework.authtoken.models import Token
 
+from fedweb.cache import RedisCache as SharedRedisCache
 from orchestrator.external import ratelimit
 from orchestrator.models import RoundMetric
 from tests import live
@@ -57,9 +58,11 @@ def test_two_cache_clients_count_into_one_window(redis_url, fresh_fallback):
     # Two clients with their own connection pools, as two web processes have.
     params = {"KEY_PREFIX": f"fedweb-test-{uuid.uuid4().hex[:8]}"}
     one, two = RedisCache(redis_url, params), RedisCache(redis_url, params)
-    numbers = [ratelimit._count_in(c, "throttle:test:run-1") for c in (one, two, one, two, two)]
-    assert numbers == [1, 2, 3, 4, 5]
-    one.delete_many(["throttle:test:run-1", "throttle:test:run-1:start"])
+    counted = [ratelimit._count_in(c, "throttle:test:run-1") for c in (one, two, one, two, two)]
+    assert [number for number, _ in counted] == [1, 2, 3, 4, 5]
+    # the seconds left in the window (the 429's Retry-After) come with the count
+    assert all(0 < left <= ratelimit.WINDOW_SECONDS for _, left in counted), counted
+    one.delete("throttle:test:run-1")
 
 
 def test_a_window_that_ran_out_inside_incr_still_expires(redis_url, fresh_fallback):
@@ -68,10 +71,19 @@ def test_a_window_that_ran_out_inside_incr_still_expires(redis_url, fresh_fallba
     cache = RedisCache(redis_url, {"KEY_PREFIX": f"fedweb-test-{uuid.uuid4().hex[:8]}"})
     key = "throttle:test:run-2"
     cache.set(key, 0, None)  # no expiry, as a key INCR creates
-    assert ratelimit._count_in(cache, key) == 1
+    assert ratelimit._count_in(cache, key)[0] == 1
     client = cache._cache.get_client(key)
     assert 0 < client.ttl(cache.make_and_validate_key(key)) <= ratelimit.WINDOW_SECONDS
     cache.delete(key)
+
+
+def test_cache_objects_of_one_process_share_their_redis_connections(redis_url):
+    # Django makes a cache object per request context: each one's own pool was a new connection per request.
+    one, two = (SharedRedisCache(redis_url, {}) for _ in range(2))
+    assert one is not two
+    assert one._cache._get_connection_pool(write=True) is two._cache._get_connection_pool(write=True)
+    other_options = SharedRedisCache(redis_url, {"OPTIONS": {"socket_timeout": 0.25}})
+    assert other_options._cache._get_connection_pool(write=True) is not one._cache._get_connection_pool(write=True)
 
 
 def _post(port: int, path: str, body: dict, auth: str) -> tuple[int, dict]:

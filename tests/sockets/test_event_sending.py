@@ -66,3 +66,23 @@ def test_a_failed_send_is_logged_not_raised(caplog, monkeypatch):
     monkeypatch.setattr(events, "get_channel_layer", BrokenLayer)
     events._send_all("experiment-1", _rounds(1))
     assert caplog.text.count("could not publish round event(s) to experiment-1") == 1
+
+
+def test_a_batch_without_memory_numbers_reads_no_leak_verdict(monkeypatch):
+    # An external run that reports no memory: its rounds cannot change the verdict, so the batch
+    # carries None (the page keeps its badge) and costs no query; one with memory reads it once.
+    layer = GatedLayer(open_gate=True)
+    payloads: list[dict] = []
+    sent = layer.group_send
+
+    async def keep(group: str, payload: dict) -> None:
+        payloads.append(payload)
+        await sent(group, payload)
+
+    monkeypatch.setattr(layer, "group_send", keep)
+    monkeypatch.setattr(events, "get_channel_layer", lambda: layer)
+    monkeypatch.setattr(events, "latest_leak_warnings", lambda pk: ["grows"])
+    events.publish_rounds(1, [{"round": 1, "rss_mb": None}, {"round": 2}])
+    events.publish_rounds(1, [{"round": 3, "rss_mb": 100.0}, {"round": 4, "rss_mb": 101.0}])
+    verdicts = [[r["leak_warnings"] for r in p["rounds"]] for p in payloads]
+    assert verdicts == [[None, None], [None, ["grows"]]]
