@@ -28,7 +28,7 @@ from orchestrator.experiments.leak import latest_leak_warnings
 from orchestrator.experiments.public import host_names, redact
 from orchestrator.experiments.rounds import round_dict
 from orchestrator.live import events
-from orchestrator.live.fanout import Prepared, fanout_for
+from orchestrator.live.fanout import RESYNC, Prepared, fanout_for
 from orchestrator.models import FINISHED, Experiment, RoundMetric, Worker
 
 FORBIDDEN = 4403  # WebSocket close code: "HTTP 403" in the private 4000-4999 range
@@ -119,6 +119,11 @@ class ExperimentConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
             await self.send_json(await prepared.public() if self.share_token else event)
         elif kind == "access":  # the fan-out cleared its verdicts: the first socket per key reads again
             await self._still_allowed(shared=True)
+        elif kind == RESYNC:  # this process's events may have been lost: the database has them
+            history, status = await self._history()
+            for round_event in history:
+                await self.round(round_event)
+            await self.status(status)
 
     async def access(self, event: events.AccessEvent):
         """The user's own group (a role or the account changed): this socket reads again."""

@@ -16,6 +16,10 @@ larger messages instead of falling behind. A single round still goes out as a pl
 (A fixed wait of 100 ms for the rounds behind the first added 50-100 ms to every round at 20
 rounds/s: ``python -m benchmarks viewers``.)
 
+Nothing is lost for good on this path: a failed channel-layer read is logged and reading goes on, and
+the sockets get a local ``resync`` event, on which each sends what the database has beyond its last
+round (and the current status), as a socket does on connect.
+
 The safety-net access check (``consumers.ACCESS_RECHECK_SECONDS``) is shared here too: sockets of
 the same user and link ask :meth:`Fanout.check_access`, which reads the database once per key and
 interval, not once per socket; an ``access`` event clears the shared verdicts first.
@@ -38,6 +42,8 @@ from orchestrator.models import Experiment
 
 log = logging.getLogger(__name__)
 COALESCE_SECONDS = 0.05  # at most 20 messages a second to a page (3 frames at 60 Hz); a bounded delay
+READ_RETRY_SECONDS = 0.5  # after a failed channel-layer read, before the next
+RESYNC = "resync"  # a local event: events may have been lost here; the sockets read the database
 
 
 class Subscriber(Protocol):
@@ -151,7 +157,17 @@ class Fanout:
 
     async def _receive_loop(self, channel: str) -> None:
         while True:
-            message = await self.layer.receive(channel)
+            try:
+                message = await self.layer.receive(channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # A failed read (Redis slow or away) must not end this process's events for good
+                # while its sockets stay open; channels_redis also drops what it had buffered for the
+                # channel. So the sockets are told to catch up from the database, and reading goes on.
+                log.warning("live events of %s: a channel-layer read failed; catching up", self.group, exc_info=True)
+                await asyncio.sleep(READ_RETRY_SECONDS)
+                message = {"type": RESYNC}
             self.pending.append(message)  # the list as it is now: the sender swaps it for a new one
             self.wake.set()
 

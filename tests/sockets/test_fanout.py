@@ -6,14 +6,14 @@ event, not once per socket."""
 from __future__ import annotations
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
 from orchestrator.live import consumers, events, fanout
 from orchestrator.live.consumers import ExperimentConsumer
-from orchestrator.models import Experiment, Worker
+from orchestrator.models import Experiment, RoundMetric, Worker
 from tests.conftest import TINY_SPEC
 from tests.factories import round_result
 
@@ -85,6 +85,43 @@ def test_a_status_between_rounds_keeps_its_place(public_run):
         await ws.disconnect()
 
     async_to_sync(scenario)()
+
+
+def test_a_failed_channel_layer_read_loses_no_round_and_does_not_end_the_events(public_run, monkeypatch):
+    # Redis fails a read twice (channels_redis then drops what it had buffered for the channel): the
+    # rounds recorded meanwhile come from the database, and later events still arrive.
+    monkeypatch.setattr(fanout, "READ_RETRY_SECONDS", 0.01)
+
+    async def scenario():
+        viewers = [await _viewer(public_run) for _ in range(2)]
+        layer, group = events.get_channel_layer(), events.group_name(public_run.pk)
+        real_receive, failures = layer.receive, []
+
+        async def flaky_receive(channel):
+            if len(failures) < 2:
+                failures.append(channel)
+                raise ConnectionError("Redis went away")
+            return await real_receive(channel)
+
+        for r in (1, 2):  # recorded, and their events lost with the failed reads
+            await sync_to_async(_record)(public_run, r)
+        monkeypatch.setattr(layer, "receive", flaky_receive)
+        await layer.group_send(group, events.round_event(public_run.pk, round_result(1)))  # wakes the reader
+        for ws in viewers:
+            assert _rounds_in(await _messages(ws)) == [1, 2]
+        assert len(failures) == 2
+        await sync_to_async(_record)(public_run, 3)
+        await layer.group_send(group, events.round_event(public_run.pk, round_result(3)))
+        for ws in viewers:
+            messages = await _messages(ws)
+            assert _rounds_in(messages) == [3], messages
+            await ws.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def _record(experiment, r: int) -> None:
+    RoundMetric.objects.create(experiment=experiment, **{**round_result(r), "worker": "gpu7@secret-box"})
 
 
 def test_an_access_event_reads_the_database_once_per_link_not_per_socket(public_run, monkeypatch):
