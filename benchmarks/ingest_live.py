@@ -207,11 +207,14 @@ def run(opts: Options) -> dict[str, Any]:
     # FEDWEB_INGEST_ROUNDS=20: a quick run (the test of this benchmark).
     rounds = int(os.environ.get("FEDWEB_INGEST_ROUNDS") or ROUNDS[opts.size])
     os.environ["FEDWEB_EXTERNAL_RATE"] = "1000000"  # LiveSite passes the environment to daphne
+    processes = int(os.environ.get("FEDWEB_WEB_PROCESSES") or 1)  # daphne processes (scripts.serve)
     t0 = time.monotonic()
-    with LiveSite() as site:
+    with LiveSite(processes) as site:
         row = asyncio.run(measure(site, RUNS, rounds, RATE, site.dir))
     return {
-        "device": "cpu (daphne, 1 process)",
+        "device": f"cpu (daphne, {processes} process{'es' if processes > 1 else ''}, {site.database_kind})",
+        "web_processes": processes,
+        "database": site.database_kind,
         "precision": opts.precision,
         "wall_seconds": round(time.monotonic() - t0, 1),
         "rounds_per_hour": None,

@@ -44,10 +44,32 @@ GOAL_P99_MS = 250.0
 
 class LiveSite:
     """A throwaway FedWeb web server: temp data folder and SQLite, migrated, ``processes`` daphne
-    processes behind a free port (``scripts.serve``)."""
+    processes behind a free port (``scripts.serve``).
+
+    ``$FEDWEB_BENCH_DATABASE_URL`` (a PostgreSQL server's URL, e.g. ``postgres://postgres@127.0.0.1:5432/postgres``):
+    a fresh database made on that server for the run and dropped after, as docker-compose deploys
+    (PostgreSQL and several web processes; SQLite locks the whole file on every write)."""
 
     def __init__(self, processes: int = 1) -> None:
         self.processes = processes
+        self.server_url = os.environ.get("FEDWEB_BENCH_DATABASE_URL", "")
+        self.database = f"fedweb_bench_{uuid.uuid4().hex[:8]}" if self.server_url else ""
+
+    @property
+    def database_kind(self) -> str:
+        return "postgresql" if self.server_url else "sqlite"
+
+    def _admin(self, sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.server_url, autocommit=True) as conn:
+            conn.execute(sql)
+
+    def _database_url(self) -> str:
+        if not self.server_url:
+            return f"sqlite:///{self.dir / 'db.sqlite3'}"
+        self._admin(f'CREATE DATABASE "{self.database}"')
+        return self.server_url.rsplit("/", 1)[0] + "/" + self.database
 
     def server_pids(self) -> list[int]:
         """The daphne processes serving the port."""
@@ -67,7 +89,7 @@ class LiveSite:
             "REDIS_URL": redis_url(),
             "FEDWEB_REDIS_PREFIX": f"fedweb-viewers-{uuid.uuid4().hex[:8]}:",
             "FEDWEB_DATA_DIR": str(self.dir / "data"),
-            "DATABASE_URL": f"sqlite:///{self.dir / 'db.sqlite3'}",
+            "DATABASE_URL": self._database_url(),
             "DEBUG": "0",
             "LOG_LEVEL": "WARNING",
         }
@@ -102,6 +124,11 @@ class LiveSite:
         except subprocess.TimeoutExpired:
             self.daphne.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
+        if self.database:
+            from django.db import connections
+
+            connections.close_all()  # this process's own connection to it, from django.setup()
+            self._admin(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
 
 
 def _wait_listening(port: int, proc: subprocess.Popen) -> None:
@@ -330,6 +357,7 @@ def run(opts: Options) -> dict[str, Any]:
     return {
         "device": f"cpu (daphne, {processes} process{'es' if processes > 1 else ''})",
         "web_processes": processes,
+        "database": site.database_kind,
         "precision": opts.precision,
         "wall_seconds": round(time.monotonic() - t0, 1),
         "rounds_per_hour": None,
