@@ -65,18 +65,23 @@ class LocalFleet:
             subprocess.run(
                 [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=self.env, check=True
             )
-            for i in range(self.workers):
-                log = open(self.dir / f"worker-{i}.log", "wb")  # noqa: SIM115 - closed in __exit__
-                args = [sys.executable, "-m", "celery", "-A", "fedweb", "worker", "-Q", "cpu", "--concurrency", str(self.concurrency),
-                        "-n", f"bench{i}@%h", "--without-gossip", "--without-mingle", "-l", "warning"]  # fmt: skip
-                proc = subprocess.Popen(
-                    args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-                )
-                self.procs.append((proc, log))
+            self.grow(self.workers)
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
+
+    def grow(self, workers: int) -> None:
+        """Start workers until the fleet has ``workers`` (the ones it has keep running)."""
+        for i in range(len(self.procs), workers):
+            log = open(self.dir / f"worker-{i}.log", "wb")  # noqa: SIM115 - closed in __exit__
+            args = [sys.executable, "-m", "celery", "-A", "fedweb", "worker", "-Q", "cpu", "--concurrency", str(self.concurrency),
+                    "-n", f"bench{i}@%h", "--without-gossip", "--without-mingle", "-l", "warning"]  # fmt: skip
+            proc = subprocess.Popen(
+                args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            self.procs.append((proc, log))
+        self.workers = max(self.workers, workers)
 
     def drive(self, module: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Run ``python -m module`` against this fleet with ``payload`` as JSON on stdin; returns its

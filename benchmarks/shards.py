@@ -26,8 +26,8 @@ feature, and sharding on one worker isolates what the feature itself costs.
 
 Workload (``--size full``): clients that are compute-heavy, so that one unsharded round takes a few
 seconds here: the CNN on 28x28 digits, 16 clients per round of 64, 10 local epochs, batch 10, trained one
-client at a time. ``--size small`` is a quick check of the same path (1 epoch, 8 clients, 3 rounds), with
-one fleet per number of workers instead of one per configuration.
+client at a time. ``--size small`` is a quick check of the same path (1 epoch, 8 clients, 3 rounds), on
+one fleet grown to each configuration's number of workers instead of one fleet per configuration.
 """
 
 from __future__ import annotations
@@ -61,16 +61,17 @@ REPEATS = {"full": 3, "small": 1}  # small: a check of the path, not a measureme
 def run(opts: Options) -> dict[str, Any]:
     """The entry point of ``python -m benchmarks shards``: with ``--size full`` every configuration on
     its own fresh fleet, ``REPEATS`` times; ``--size small``, a quick check of the path, runs the
-    configurations with the same number of workers one after the other on one fleet (7 worker start-ups
-    instead of 12), once."""
+    configurations one after the other on one fleet, started with one worker and grown to each
+    configuration's number (4 worker start-ups and one database instead of 12 and 5), once."""
     spec = SPEC if opts.size == "full" else SMALL
-    groups = [[c] for c in CONFIGS] if opts.size == "full" else [[c for c in CONFIGS if c[0] == w] for w in (1, 2, 4)]
+    groups = [[c] for c in CONFIGS] if opts.size == "full" else [sorted(CONFIGS)]
     t0, repeats = time.time(), []
     for repeat in range(REPEATS[opts.size]):
         rows = {}
         for group in groups:
             with LocalFleet(group[0][0]) as fleet:
                 for workers, n in group:
+                    fleet.grow(workers)
                     label = config_label(workers, n)
                     print(f"shards: repeat {repeat + 1}, {label}", file=sys.stderr, flush=True)
                     payload = {"spec": shard_spec(spec, n)}

@@ -238,8 +238,7 @@ def workers(live_env, tmp_path):
             return procs
 
     yield Workers()
-    for proc in started:
-        proc.stop()
+    live.stop_all(started)
 
 
 @pytest.fixture

@@ -118,6 +118,7 @@ class Process:
         self.proc = subprocess.Popen(
             args, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
         )
+        self._terminated = False
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -131,10 +132,19 @@ class Process:
         self.proc.wait(10)
         self._log.close()
 
+    def terminate(self) -> None:
+        """Ask the whole group to shut down (SIGTERM) without waiting: ``stop`` then waits."""
+        if self.alive() and not self._terminated:
+            self._terminated = True
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
     def stop(self) -> None:
         if self.alive():
             try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.terminate()
                 self.proc.wait(15)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -145,6 +155,15 @@ class Process:
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
+
+
+def stop_all(procs: list[Process]) -> None:
+    """Stop ``procs`` side by side: each gets SIGTERM first, so their warm shutdowns overlap instead of
+    adding up (a test's teardown, where how each one shuts down is not under test)."""
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        proc.stop()
 
 
 def start_worker(env: dict, logdir: Path, name: str, queues: str = "cpu", concurrency: int = 1) -> Process:

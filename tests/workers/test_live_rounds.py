@@ -12,8 +12,10 @@ from workers.engine.runner import Simulation
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
-# Rounds slow enough (~0.5-1 s) to act in the middle of one; still tiny.
-SLOW_SPEC = {**TINY_SPEC, "rounds": 10, "local": {"epochs": 60}}
+# Rounds slow enough (~0.5-1 s) to act in the middle of one; still tiny. Six rounds leave each test
+# rounds after the one it acts in (a kill in round 3, a pause at round 2 or 3) for the run to go on with.
+SLOW_ROUNDS = 6
+SLOW_SPEC = {**TINY_SPEC, "rounds": SLOW_ROUNDS, "local": {"epochs": 60}}
 
 
 def _state(experiment) -> str:
@@ -97,15 +99,15 @@ def test_it_recovers_from_a_worker_killed_during_round_3(user, workers):
     workers.start("w2")  # its heartbeat re-sends round 3 once w1's lease runs out (WORKER_LOST_AFTER)
     _status_becomes(e, [Status.COMPLETED, Status.FAILED], timeout=180)
     assert e.status == Status.COMPLETED, e.error
-    assert _rounds(e) == list(range(1, 11))  # exactly once each (unique per round, and no gap)
+    assert _rounds(e) == list(range(1, SLOW_ROUNDS + 1))  # exactly once each (unique per round, and no gap)
     assert e.worker.startswith("w2@")
 
-    final = e.rounds.get(round=10)
+    final = e.rounds.get(round=SLOW_ROUNDS)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as in the worker (OMP_NUM_THREADS=1): same arithmetic order
     try:
         sim = Simulation(e.parsed_spec())
-        reference = [sim.next_round() for _ in range(10)][-1]
+        reference = [sim.next_round() for _ in range(SLOW_ROUNDS)][-1]
     finally:
         torch.set_num_threads(threads)
     assert (final.test_loss, final.test_accuracy) == (reference.test_loss, reference.test_accuracy)
@@ -136,9 +138,10 @@ def test_it_cancels_pauses_and_resumes_at_round_boundaries(user, workers):
     e.refresh_from_db()
     assert e.status == Status.PAUSED and e.current_round <= at_pause + 1
     paused_at = e.current_round
+    assert paused_at < SLOW_ROUNDS  # rounds are left for the resume to run
 
     assert e.resume(by="alice")
     _status_becomes(e, [Status.COMPLETED, Status.FAILED])
     assert e.status == Status.COMPLETED, e.error
-    assert _rounds(e) == list(range(1, 11))
+    assert _rounds(e) == list(range(1, SLOW_ROUNDS + 1))
     assert e.log_entries.filter(message=f"Resumed at round {paused_at + 1} by alice").exists()
