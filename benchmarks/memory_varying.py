@@ -86,6 +86,9 @@ def run(opts: Options) -> dict[str, Any]:
         "rss_growth_pct": rss["pct"],
         "rss_slope_mb_per_100_rounds_second_half": slope,
         "rss_series_mb": series,
+        # Per round, so a step in VRAM shows as a plateau (the allocator met a new size) or a creep.
+        "vram_reserved_series_mb": [r.vram_reserved_mb for r in rounds] if vram["mb"] is not None else None,
+        "cohort_sizes": schedule,
         "vram_growth_mb": vram["mb"],
         "vram_growth_pct": vram["pct"],
         "within_1pct": worst is not None and worst <= 100 * TOLERANCE,

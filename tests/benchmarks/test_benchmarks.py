@@ -48,7 +48,8 @@ def test_it_runs_all_small_benchmarks_and_writes_results(tmp_path):
     assert memory["rss_slope_mb_per_100_rounds_second_half"] == pytest.approx(
         100 * np.polyfit(np.arange(60), np.asarray(series[60:]), 1)[0], abs=1e-9
     )
-    assert memory["distinct_cohort_sizes"] > 10
+    assert memory["distinct_cohort_sizes"] > 10 and len(memory["cohort_sizes"]) == 120
+    assert memory["vram_reserved_series_mb"] is None  # CPU: no VRAM, so no series that reads as flat
     assert memory["rss_growth_mb"] == memory["last_window"]["peak_rss_mb"] - memory["first_window"]["peak_rss_mb"]
     assert isinstance(memory["within_1pct"], bool)
     for name in ("tff_accelerators", "flute_femnist", "pfl_cifar10"):  # small runs say they extrapolate
