@@ -1,5 +1,6 @@
 """ASGI entry point for daphne: Django views over HTTP, consumers over WebSockets."""
 
+import gc
 import os
 
 import django
@@ -54,3 +55,11 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+# What the imports made lives as long as the process (Django, DRF, and torch with the engine's round
+# fields: ~250,000 objects): out of the collector's sight, so a full collection does not walk them.
+# One walked ~300,000 objects in ~0.3 s on the loaded 2-core VM: a pause for every request and socket
+# of the process, about once per 600 reports, as long as the p99 the ingestion benchmark aims for
+# (python -m benchmarks ingest_live).
+gc.collect()
+gc.freeze()

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from asgiref.sync import async_to_sync, iscoroutinefunction
+from asgiref.sync import async_to_sync
 from channels.testing import HttpCommunicator
 
-from fedweb.asgi import OneThreadASGIHandler, application
+from fedweb.asgi import application
 from orchestrator.models import CustomMetric, Experiment, RoundMetric
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -69,8 +69,3 @@ def test_it_refuses_bad_tokens_other_runs_and_hostile_bodies_storing_nothing(tok
 def test_it_still_checks_csrf_on_a_form_post():
     response = _post("/accounts/login/", b"username=a&password=b")
     assert response["status"] == 403  # no CSRF cookie or token: CsrfViewMiddleware refused it
-
-
-def test_it_runs_the_middleware_chain_in_sync_mode():
-    # One hand-over to a thread per request, not two per middleware (fedweb/asgi.py).
-    assert not iscoroutinefunction(OneThreadASGIHandler()._middleware_chain)
