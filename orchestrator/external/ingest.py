@@ -11,12 +11,14 @@ value for it, or a round before the last recorded one, is a ``Conflict`` (409).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+import threading
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from orchestrator.external.models import CustomMetric, ExternalRun
@@ -41,6 +43,11 @@ STANDARD = (*FLOAT_FIELDS, *INT_FIELDS)
 _EMPTY = {str: "external"}
 DEFAULTS = {f.name: _EMPTY.get(f.type, []) for f in round_fields.FIELDS if not f.null and f.type not in (int, float)}
 ACCEPTING = (Status.RUNNING, Status.CRASHED)  # a crashed run that reports again is running again
+# SQLite has one write lock for the whole file, and a writer that finds it taken polls it with sleeps
+# that grow to 100 ms (sqlite3_busy_timeout): reports of different runs that daphne's request threads
+# recorded at once waited up to half a second for each other (python -m benchmarks ingest_live). In
+# one process they queue on this lock instead, and each goes as soon as the one before commits.
+_SQLITE_WRITER = threading.Lock()
 
 
 class IngestError(ValueError):
@@ -114,9 +121,13 @@ def _parse_item(item, i: int) -> Report:
 
 def record(experiment_id: int, reports: list[Report]) -> dict:
     """Store the reports of one run; ``{"recorded": [...], "duplicates": [...]}`` (round numbers)."""
-    with transaction.atomic():
+    with _one_writer(), transaction.atomic():
         # One writer per run at a time: the round order checks below see every earlier report.
-        experiment = Experiment.objects.select_for_update().get(pk=experiment_id)
+        # Only the columns judged here: the whole row (31 columns, JSON and dates to decode) cost a
+        # report ~0.15 ms of CPU, and the run token's check has just read it.
+        experiment = (
+            Experiment.objects.select_for_update().only("status", "current_round", "total_rounds").get(pk=experiment_id)
+        )
         stored = _stored(experiment, [r.round for r in reports if r.round <= experiment.current_round])
         fresh = []
         for report in reports:
@@ -154,6 +165,15 @@ def record(experiment_id: int, reports: list[Report]) -> dict:
         if published:
             transaction.on_commit(lambda: events.publish_rounds(experiment.pk, published))
     return {"recorded": [r.round for r in fresh], "duplicates": [r.round for r in reports if r not in fresh]}
+
+
+def _one_writer():
+    # Only when this opens the transaction: inside a caller's (the MLflow API) SQLite's write lock may
+    # be held already, and waiting here while holding it would stall the holder of this one for the
+    # busy timeout (30 s).
+    if connection.vendor == "sqlite" and not connection.in_atomic_block:
+        return _SQLITE_WRITER
+    return contextlib.nullcontext()
 
 
 def _publish_status(pk: int) -> None:

@@ -10,6 +10,7 @@ because Redis was away gets it from the database when it reconnects with ``?afte
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterable
@@ -259,6 +260,14 @@ def _send_all(group: str, payloads: list[dict]) -> None:
 
 
 async def _send_in_order(layer, group: str, payloads: list[dict]) -> None:
+    # Shielded: Django cancels a request whose client hung up (e.g. a report's client that timed out
+    # and will resend), and asgiref cancels with it the send its thread waits for here. What these
+    # events announce is committed by now, and the resend finds it recorded and announces nothing:
+    # cancelled, the send would lose the rounds' live event for good.
+    await asyncio.shield(_send_each(layer, group, payloads))
+
+
+async def _send_each(layer, group: str, payloads: list[dict]) -> None:
     for payload in _rounds_together(payloads):
         await layer.group_send(group, payload)
 

@@ -15,11 +15,13 @@ class GatedLayer:
 
     def __init__(self, open_gate: bool = False) -> None:
         self.sent: list[tuple[str, str, list[int]]] = []
+        self.started = 0  # sends that reached the gate
         self.gate = asyncio.Event()
         if open_gate:
             self.gate.set()
 
     async def group_send(self, group: str, payload: dict) -> None:
+        self.started += 1
         await self.gate.wait()
         rounds = [r["round"] for r in payload.get("rounds", [payload])] if "round" in payload["type"] else []
         self.sent.append((group, payload["type"], rounds))
@@ -86,3 +88,28 @@ def test_a_batch_without_memory_numbers_reads_no_leak_verdict(monkeypatch):
     events.publish_rounds(1, [{"round": 3, "rss_mb": 100.0}, {"round": 4, "rss_mb": 101.0}])
     verdicts = [[r["leak_warnings"] for r in p["rounds"]] for p in payloads]
     assert verdicts == [[None, None], [None, ["grows"]]]
+
+
+def test_a_send_whose_request_is_cancelled_still_goes_out(monkeypatch):
+    # A report's client hung up mid-send: Django cancels the request, asgiref the send it waits for. The
+    # rows are committed; the resend will find them recorded and announce nothing, so this send must go.
+    layer = GatedLayer()
+    monkeypatch.setattr(events, "get_channel_layer", lambda: layer)
+
+    async def scenario() -> None:
+        request = asyncio.ensure_future(sync_to_async(events.publish_rounds)(1, _rounds(5)))
+        for _ in range(1000):  # bounded: until the send waits at the gate (no sleep-and-hope)
+            if layer.started:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the send never started")
+        request.cancel()
+        layer.gate.set()
+        for _ in range(1000):
+            if layer.sent:
+                break
+            await asyncio.sleep(0.01)
+        assert layer.sent == [("experiment-1", "round", [5])]
+
+    asyncio.run(scenario())
