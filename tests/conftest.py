@@ -238,7 +238,7 @@ def workers(live_env, tmp_path):
             return procs
 
     yield Workers()
-    live.stop_all(started)
+    live.kill_all(started)
 
 
 @pytest.fixture
