@@ -61,7 +61,7 @@ def _log(experiments, level: str, contains: str) -> list[str]:
 def test_experiments_move_between_two_workers_without_replaying_a_round(user, workers, settings, policy):
     settings.FEDWEB_POLICY = {"cpu": policy}  # this process schedules on start, the workers after rounds
     env = {"FEDWEB_POLICY": f"cpu={policy}"}
-    procs = {name: workers.start(name, env=env) for name in ("w1", "w2")}
+    procs = workers.start_all("w1", "w2", env=env)
     alone = _submit(user, 1)
 
     # A move that does not depend on how the policy and affinity happen to interleave the runs: the
@@ -91,8 +91,7 @@ def test_experiments_move_between_two_workers_without_replaying_a_round(user, wo
 
 
 def test_a_worker_killed_during_a_run_of_three_experiments_changes_no_result(user, workers):
-    first = workers.start("w1")
-    workers.start("w2")
+    first = workers.start_all("w1", "w2")["w1"]
     experiments = _submit(user, 3, rounds=20)
 
     def progressed():
