@@ -62,7 +62,9 @@ def test_experiments_move_between_two_workers_without_replaying_a_round(user, wo
     settings.FEDWEB_POLICY = {"cpu": policy}  # this process schedules on start, the workers after rounds
     env = {"FEDWEB_POLICY": f"cpu={policy}"}
     procs = workers.start_all("w1", "w2", env=env)
-    alone = _submit(user, 1)
+    # Alone, one move is made on purpose after round 3 (below): 10 rounds leave 7 after it to compare with
+    # the run alone. Together, 30 rounds each: there the policy's own interleaving makes the moves.
+    alone = _submit(user, 1, rounds=10)
 
     # A move that does not depend on how the policy and affinity happen to interleave the runs: the
     # worker holding the first run shuts down warmly after its third round (Celery finishes the round it
