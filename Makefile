@@ -48,8 +48,10 @@ chromium:
 # 1. The in-process tests (neither integration nor browser) on 2 xdist processes, one torch thread each,
 #    a test file per process at a time (a module's fixtures are built once): they share nothing but the
 #    machine (own SQLite file, own data folder per test).
-# 2. The integration and browser tests one at a time: they start workers, daphne and Chromium, whose
-#    timing (leases, heartbeats) should not compete with a second run.
+# 2. The integration and browser tests, also on 2 processes, a file per process at a time: each test has
+#    its own Redis key prefix, ports and data folder, each process its own database, and they spend much of
+#    their time waiting (worker start-ups, leases, a socket's silence, a browser) rather than computing.
+#    On the shared 2-core VM the same 78 tests took 1051 s side by side, 1444 s one at a time (back to back).
 # 3. PostgreSQL: when one answers (scripts/postgres_url.py), the postgres-marked tests run on it;
 #    otherwise they run on SQLite in the first two runs. The output says which.
 XDIST := -n 2 --dist loadfile
@@ -65,8 +67,8 @@ test: venv chromium
 	echo "== in-process tests, 2 processes =="; \
 	env -u DATABASE_URL OMP_NUM_THREADS=1 $(BIN)/python -m pytest $(XDIST) -m "not integration and not browser$$not_pg" \
 		--durations=15 $(PYTEST_ARGS) || status=$$?; \
-	echo "== integration and browser tests, one at a time =="; \
-	env -u DATABASE_URL $(BIN)/python -m pytest -m "(integration or browser)$$not_pg" --durations=15 $(PYTEST_ARGS) \
+	echo "== integration and browser tests, 2 processes =="; \
+	env -u DATABASE_URL $(BIN)/python -m pytest $(XDIST) -m "(integration or browser)$$not_pg" --durations=15 $(PYTEST_ARGS) \
 		|| status=$$?; \
 	if [ -n "$$pg" ]; then \
 		echo "== the postgres-marked tests on PostgreSQL ($${pg%%@*}@...) =="; \

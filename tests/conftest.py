@@ -220,14 +220,24 @@ def workers(live_env, tmp_path):
             return self.start_all(name, queues=queues, env=env, concurrency=concurrency)[name]
 
         def start_all(
-            self, *names: str, queues: str | None = None, env: dict | None = None, concurrency: int = 1
+            self,
+            *names: str,
+            queues: str | None = None,
+            env: dict | None = None,
+            concurrency: int = 1,
+            envs: dict[str, dict] | None = None,
         ) -> dict[str, live.Process]:
-            """Start the workers ``names`` side by side (their imports overlap), then wait for each."""
+            """Start the workers ``names`` side by side (their imports overlap), then wait for each;
+            ``envs`` adds variables for some of them by name (``envs={"plug": {...}}``)."""
             from django.conf import settings
 
             since = timezone.now()  # a worker restarted under the same name must beat anew
             queues = queues or settings.FEDWEB_QUEUES[0]
-            procs = {n: live.start_worker({**live_env, **(env or {})}, tmp_path, n, queues, concurrency) for n in names}
+            extra = envs or {}
+            procs = {
+                n: live.start_worker({**live_env, **(env or {}), **extra.get(n, {})}, tmp_path, n, queues, concurrency)
+                for n in names
+            }
             started.extend(procs.values())
             for name, proc in procs.items():
                 ready = Worker.objects.filter(hostname__startswith=f"{name}@", last_heartbeat__gte=since)
@@ -238,7 +248,7 @@ def workers(live_env, tmp_path):
             return procs
 
     yield Workers()
-    live.stop_all(started)
+    live.kill_all(started)
 
 
 @pytest.fixture

@@ -53,8 +53,7 @@ def _beats_after(hostname_prefix: str, since, count: int = 2) -> None:
 
 
 def test_rounds_of_a_run_with_a_plugin_run_only_on_the_worker_that_loaded_it(user, workers, test_plugin):
-    workers.start("plain")
-    workers.start("plug", env=PLUGIN_ENV)
+    workers.start_all("plain", "plug", envs={"plug": PLUGIN_ENV})
     plug = Worker.objects.get(hostname__startswith="plug@")
     assert [p["hash"] for p in plug.plugins] == [test_plugin[0]["hash"]]  # its heartbeat reports the same source
     assert Worker.objects.get(hostname__startswith="plain@").plugins == []

@@ -32,8 +32,7 @@ def _finished(e: Experiment, timeout: float = 120) -> None:
 
 
 def test_it_keeps_every_round_after_the_first_on_one_of_two_workers(user, workers):
-    workers.start("w1")
-    workers.start("w2")
+    workers.start_all("w1", "w2")
     e = Experiment.objects.create(owner=user, name="affine", spec={**SPEC, "rounds": 12})
     e.start()
     claimants = set()

@@ -38,7 +38,7 @@ def _finished(e, timeout=240):
 
 def test_it_ends_with_the_unsharded_weights_on_two_workers(user, workers):
     e = Experiment.objects.create(owner=user, name="sharded", spec=SHARDED)
-    w1, w2 = workers.start("w1"), workers.start("w2")
+    w1, w2 = workers.start_all("w1", "w2").values()
     e.start()
     _finished(e)
     assert list(e.rounds.order_by("round").values_list("round", flat=True)) == [1, 2, 3, 4, 5]
@@ -53,8 +53,7 @@ def test_it_ends_with_the_unsharded_weights_on_two_workers(user, workers):
 def test_it_completes_every_round_once_when_a_shard_worker_is_killed(user, workers):
     spec = {**SHARDED, "rounds": 6, "local": {"epochs": 40}}  # shards of about a second
     e = Experiment.objects.create(owner=user, name="shard killed", spec=spec)
-    w1 = workers.start("w1")
-    workers.start("w2")
+    w1 = workers.start_all("w1", "w2")["w1"]
     e.start()
 
     def w1_trains_a_shard():

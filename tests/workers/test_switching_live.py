@@ -61,8 +61,10 @@ def _log(experiments, level: str, contains: str) -> list[str]:
 def test_experiments_move_between_two_workers_without_replaying_a_round(user, workers, settings, policy):
     settings.FEDWEB_POLICY = {"cpu": policy}  # this process schedules on start, the workers after rounds
     env = {"FEDWEB_POLICY": f"cpu={policy}"}
-    procs = {name: workers.start(name, env=env) for name in ("w1", "w2")}
-    alone = _submit(user, 1)
+    procs = workers.start_all("w1", "w2", env=env)
+    # Alone, one move is made on purpose after round 3 (below): 10 rounds leave 7 after it to compare with
+    # the run alone. Together, 30 rounds each: there the policy's own interleaving makes the moves.
+    alone = _submit(user, 1, rounds=10)
 
     # A move that does not depend on how the policy and affinity happen to interleave the runs: the
     # worker holding the first run shuts down warmly after its third round (Celery finishes the round it
@@ -91,8 +93,7 @@ def test_experiments_move_between_two_workers_without_replaying_a_round(user, wo
 
 
 def test_a_worker_killed_during_a_run_of_three_experiments_changes_no_result(user, workers):
-    first = workers.start("w1")
-    workers.start("w2")
+    first = workers.start_all("w1", "w2")["w1"]
     experiments = _submit(user, 3, rounds=20)
 
     def progressed():
