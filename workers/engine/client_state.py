@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from workers.engine.sparse_files import copy_data, write_json
+from workers.engine.sparse_files import copy_data, rewrite_json, write_json
 
 FORMAT = 1
 _ROW_BYTES = 4  # float32
@@ -270,7 +270,7 @@ class ClientStateStore:
             if r <= header["round"]:
                 self._journal_path(r).unlink(missing_ok=True)  # folded before a crash removed it
                 continue
-            write_json(self.header_path, {**header, "applying": r})
+            rewrite_json(self.header_path, {**header, "applying": r})  # in place: see rewrite_json
             ids = self._journal_ids(r)
             chunk = max(1, (8 << 20) // self.row_bytes)  # rows read at once: 8 MB at most
             with open(self._journal_path(r), "rb") as journal:
@@ -280,7 +280,7 @@ class ClientStateStore:
                     for row, client in zip(np.frombuffer(data, np.uint8).reshape(len(part), -1), part, strict=True):
                         os.pwrite(self._fd, row, int(client) * self.row_bytes)
             header = self._header(r)
-            write_json(self.header_path, header)
+            rewrite_json(self.header_path, header)
             self._journal_path(r).unlink()
 
     def _index_journals(self, base: int, target: int) -> dict[int, tuple[int, int]]:
