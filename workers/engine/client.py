@@ -118,8 +118,8 @@ class VectorTrainer:
         return {name: part.view(shape) for name, part, shape in zip(self.names, parts, self.shapes, strict=True)}
 
     def _step_fn(self, slots: int, views: bool = False):
-        """``vmap(grad(loss))`` for ``slots`` clients: of their flat weights [slots, P] (one [slots, P]
-        gradient), or, with ``views``, of their parameters' views (one gradient per parameter).
+        """``vmap(grad(loss))`` for ``slots`` clients' flat weights [slots, P] (one [slots, P] gradient),
+        or, with ``views``, ``vmap(loss)`` of their parameters' views (see :meth:`_view_gradients`).
         Compiled steps are cached per slot count (flat only); the eager ones are built once."""
         fn = self._steps.get(slots) if self.compile else self._eager.get(views)
         if fn is None:
@@ -130,20 +130,30 @@ class VectorTrainer:
 
             def loss(w, x, y, weights):
                 # Differentiating with respect to the flat weights makes vmap(grad) return one
-                # [G, P] gradient, ready for the flat update (split's backward assembles it); with
-                # respect to the views, one per parameter and no assembly.
+                # [G, P] gradient, ready for the flat update (split's backward assembles it).
                 with autocast(device, precision):
                     out = functional_call(model, w if views else unflatten(w), (x,))
                 value = weighted_task_loss(out, y, weights)
                 return (value * scale.factor if scaled else value), value.detach()
 
-            fn = vmap(grad(loss, has_aux=True))
+            fn = vmap(lambda *args: loss(*args)[0]) if views else vmap(grad(loss, has_aux=True))
             if self.compile:
                 fn = torch.compile(fn, dynamic=False)
                 self._steps[slots] = fn
             else:
                 self._eager[views] = fn
         return fn
+
+    def _view_gradients(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor):
+        """(gradients, one per parameter ``[n, *shape]``, and losses [n]) of one step for the clients
+        ``w`` [n, P]: plain autograd through the vmapped forward. Each client's loss depends on its own
+        rows alone, so the gradient of their sum is each client's gradient: what ``vmap(grad)`` gives
+        (the same to the bit, measured) without its per-step transform, and with no [n, P] assembly."""
+        with torch.enable_grad():
+            params = param_views(w.detach().requires_grad_(), self.names, self.shapes, self.sizes)
+            losses = self._step_fn(w.shape[0], views=True)(params, x, y, weights)
+            grads = torch.autograd.grad(losses.sum(), list(params.values()))
+        return grads, losses.detach()
 
     def gradients(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor):
         """(gradients [slots, P], losses [slots]) of one step for clients ``w`` [slots, P] on their
@@ -210,11 +220,11 @@ class VectorTrainer:
             y = gather(data.y_train, rows, self.device)
             anchor = start if start.dim() == 1 else start[lo:hi]
             if by_views and full:
-                views = param_views(W[lo:hi], self.names, self.shapes, self.sizes)
-                grads, loss = self._step_fn(hi - lo, views=True)(views, x, y, weights[t, lo:hi])
+                grads, loss = self._view_gradients(W[lo:hi], x, y, weights[t, lo:hi])
+                views = param_views(W[lo:hi], self.names, self.shapes, self.sizes).values()
                 if correct is not None:
                     step_correction = _bound(self.algorithm.correct_weights, ctx.window(lo, hi), weights_only=True)
-                sgd_views_update_(W[lo:hi], views.values(), grads.values(), anchor, self.local, step_correction)
+                sgd_views_update_(W[lo:hi], views, grads, anchor, self.local, step_correction)
             else:
                 g, loss = self._step_fn(hi - lo)(W[lo:hi], x, y, weights[t, lo:hi])
                 a = None if full and not scaled else self.scaler.unscale_and_check(g, active[t, lo:hi])
