@@ -2,7 +2,9 @@
 
 Two clients, two local steps each (the second step is where FedProx's and FedDyn's pull on
 ``w − w_start`` is non-zero), on a linear softmax classifier whose gradient is written out here
-in NumPy. Both trainers (vectorised and sequential) must give the hand result within 1e-6.
+in NumPy. Both trainers (vectorised and sequential) must give the hand result within 1e-6, and
+the vectorised one both ways it steps: per parameter, with the algorithm's ``correct_weights``
+(plain SGD), and on the flat [n, P] gradient with ``correct`` (what momentum or fp16 take).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from torch import nn
 
 from tests.engine.state_store_standin import InMemoryStateStore
 from workers.engine import registry
-from workers.engine.algorithms import ClientRound, GroupContext, build_algorithm
+from workers.engine.algorithms import ClientAlgorithm, ClientRound, GroupContext, build_algorithm
 from workers.engine.client import SequentialTrainer, VectorTrainer
 from workers.engine.data.base import FederatedData
 from workers.engine.plan import assemble_group
@@ -65,9 +67,12 @@ def _plan():
     return assemble_group(CLIENTS, np.array([2, 2]), batches, _data().offsets.numpy(), batch_size=1, slots=2)
 
 
-def _trainer(kind: str, algorithm):
-    cls = VectorTrainer if kind == "vectorised" else SequentialTrainer
-    return cls(_model(), 2, LocalSpec(lr=LR), CPU, algorithm)
+def _trainer(kind: str, algorithm, local: LocalSpec | None = None):
+    cls = SequentialTrainer if kind == "sequential" else VectorTrainer
+    trainer = cls(_model(), 2, local or LocalSpec(lr=LR), CPU, algorithm)
+    if kind == "vectorised-flat":
+        trainer.by_views = False
+    return trainer
 
 
 def _algorithm(name: str, **options):
@@ -91,7 +96,7 @@ def _run(kind, algorithm, ctx):
     return w0.numpy().astype(np.float64), out.delta.numpy().copy(), returned
 
 
-PATHS = ["vectorised", "sequential"]
+PATHS = ["vectorised", "vectorised-flat", "sequential"]
 
 
 @pytest.mark.parametrize("kind", PATHS)
@@ -187,12 +192,70 @@ def test_the_vectorised_and_sequential_paths_agree(name, options):
         ctx = GroupContext(server, state)
         _w0, delta, returned = _run(kind, algorithm, ctx)
         results.append((delta, {k: v.numpy().copy() for k, v in ctx.state.items()}, returned))
-    (d1, s1, r1), (d2, s2, r2) = results
-    np.testing.assert_allclose(d1, d2, atol=1e-6)
-    for k in s1:
-        np.testing.assert_allclose(s1[k], s2[k], atol=1e-6)
-    for k in r1:
-        np.testing.assert_allclose(r1[k].numpy(), r2[k].numpy(), atol=1e-6)
+    (d1, s1, r1), *others = results
+    for d2, s2, r2 in others:
+        np.testing.assert_allclose(d1, d2, atol=1e-6)
+        for k in s1:
+            np.testing.assert_allclose(s1[k], s2[k], atol=1e-6)
+        for k in r1:
+            np.testing.assert_allclose(r1[k].numpy(), r2[k].numpy(), atol=1e-6)
+
+
+class _Counting:
+    """Counts the calls of an algorithm's two per-step hooks (the algorithm's own rule still runs)."""
+
+    def __init__(self, algorithm):
+        self.calls = {"correct": 0, "correct_weights": 0}
+        for hook in self.calls:
+            setattr(algorithm, hook, self._counted(hook, getattr(algorithm, hook)))
+
+    def _counted(self, hook, fn):
+        def counted(*args):
+            self.calls[hook] += 1
+            fn(*args)
+
+        return counted
+
+
+@pytest.mark.parametrize("name,options", [("fedprox", {"mu": 0.7}), ("scaffold", {}), ("feddyn", {"alpha": 0.5})])
+def test_plain_sgd_steps_by_parameter_with_the_weight_form_of_the_correction(name, options):
+    algorithm = _algorithm(name, **options)
+    counting = _Counting(algorithm)
+    state = {k: torch.zeros(2, w) for k, w in algorithm.client_state().items()}
+    _trainer("vectorised", algorithm).train(
+        _flat(_model()), _plan(), _data(), GroupContext(algorithm.server_state(), state)
+    )
+    assert counting.calls == {"correct": 0, "correct_weights": 2}  # one per step, for both clients at once
+
+
+def test_momentum_steps_on_the_flat_gradient_with_the_gradient_form_of_the_correction():
+    algorithm = _algorithm("scaffold")
+    counting = _Counting(algorithm)
+    ctx = GroupContext(algorithm.server_state(), {"c_i": torch.zeros(2, 8)})
+    _trainer("vectorised", algorithm, LocalSpec(lr=LR, momentum=0.9)).train(_flat(_model()), _plan(), _data(), ctx)
+    assert counting.calls == {"correct": 2, "correct_weights": 0}
+
+
+class _HalvedSteps(ClientAlgorithm):
+    """A plugin written before ``correct_weights``: only the flat gradient hook."""
+
+    corrects = True
+
+    def correct(self, g, w, start, ctx):
+        g.mul_(0.5)
+
+
+@pytest.mark.parametrize("kind", PATHS)
+def test_an_algorithm_with_only_the_gradient_hook_is_still_honoured(kind):
+    algorithm = _HalvedSteps(num_params=8, device=CPU, lr=LR, options=None)
+    w0, delta, _ = _run(kind, algorithm, GroupContext())
+    for i in range(2):
+        plain = _hand_local(w0, i, lambda w: 0.0) - w0
+        halved = w0.copy()
+        for step in range(2):
+            halved = halved - LR * 0.5 * hand_grad(halved, [2 * i + step])
+        np.testing.assert_allclose(delta[i], halved - w0, atol=1e-6)
+        assert np.abs(delta[i] - plain).max() > 1e-4  # the hook did something
 
 
 def test_client_round_allocates_its_buffers_once():

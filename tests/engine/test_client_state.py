@@ -11,7 +11,7 @@ import torch
 
 from tests.conftest import TINY_SPEC
 from tests.engine import client_state_toy
-from workers.engine import client_state
+from workers.engine import client_state, sparse_files
 from workers.engine.checkpoint import write_checkpoint
 from workers.engine.client_state import ClientStateStore, StateUnavailable
 from workers.engine.client_states import ClientStates
@@ -311,3 +311,18 @@ def test_a_run_without_client_state_writes_no_client_state_files(tmp_path):
     sim.save_checkpoint(tmp_path / "round-000002.safetensors")
     assert not (tmp_path / "cs").exists() and not (tmp_path / "round-000002.clients").exists()
     assert sim.state_dict()[1]["client_state"] == {"round": 2, "stores": {}}
+
+
+def test_the_header_is_rewritten_in_place_whole_and_a_long_one_by_rename(tmp_path):
+    # One write of a fixed length, no rename over the file (ext4 would flush it before the rename).
+    path = tmp_path / "state.json"
+    sparse_files.write_json(path, {"round": 1})
+    inode = path.stat().st_ino
+
+    sparse_files.rewrite_json(path, {"round": 2, "applying": 3})
+
+    assert path.stat().st_ino == inode and path.stat().st_size == sparse_files.JSON_BYTES
+    assert json.loads(path.read_text()) == {"round": 2, "applying": 3}
+    for value in ({"round": 4, "note": "y" * sparse_files.JSON_BYTES}, {"round": 5}):
+        sparse_files.rewrite_json(path, value)  # too long for one write (then back from a long file)
+        assert json.loads(path.read_text()) == value

@@ -16,7 +16,8 @@ ENGINE = Path(__file__).resolve().parents[2] / "workers" / "engine"
 # (file, function) whose bodies run per step, per group or per client of a round.
 PER_STEP = {
     "client.py": ["sgd_update_", "VectorTrainer._step_fn",
-                  "VectorTrainer.gradients", "VectorTrainer.train", "VectorTrainer._local_sgd",
+                  "VectorTrainer.gradients", "VectorTrainer._view_gradients", "VectorTrainer.train",
+                  "VectorTrainer._local_sgd", "sgd_views_update_",
                   "SequentialTrainer.train", "SequentialTrainer._local_sgd"],
     "losses.py": ["task_loss", "weighted_task_loss", "batch_weights", "LossScaler.unscale_and_check"],
     "training.py": ["train_plans", "_uplink", "_collect_rows"],

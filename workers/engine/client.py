@@ -11,9 +11,7 @@ shapes depend only on the group's slot count.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
-from contextlib import nullcontext
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 
 import torch
 from torch import nn
@@ -21,48 +19,11 @@ from torch.func import functional_call, grad, vmap
 
 from workers.engine.algorithms import ClientAlgorithm, GroupContext, build_algorithm
 from workers.engine.data.base import FederatedData, as_input, gather
+from workers.engine.flat import GroupOutput, autocast, bind_flat, flat_layout, param_views
 from workers.engine.losses import LossScaler, batch_weights, task_loss, weighted_task_loss
 from workers.engine.plan import GroupPlan, bucket
 from workers.engine.spec import LocalSpec, Spec
 from workers.engine.vectorise import active_windows
-
-
-@dataclass
-class GroupOutput:
-    """What a group's training leaves behind; all on the device, read once per round."""
-
-    delta: torch.Tensor  # [slots, P] w_client - w_start (padding rows are zero and carry weight 0)
-    loss_sum: torch.Tensor  # [slots] summed batch losses
-    steps: torch.Tensor  # [slots] steps taken
-    samples: torch.Tensor  # [] samples processed
-
-
-def flat_layout(model: nn.Module) -> tuple[list[str], list[torch.Size], list[int]]:
-    names, shapes, sizes = [], [], []
-    for name, p in model.named_parameters():
-        names.append(name)
-        shapes.append(p.shape)
-        sizes.append(p.numel())
-    return names, shapes, sizes
-
-
-def bind_flat(model: nn.Module, flat: torch.Tensor) -> None:
-    """Make ``model``'s parameters views into ``flat`` (copying their current values in).
-
-    Afterwards ``flat`` *is* the model: copying weights in or out is one ``copy_`` of P floats.
-    """
-    offset = 0
-    for module in model.modules():
-        for name, p in list(module._parameters.items()):
-            if p is None:
-                continue
-            n = p.numel()
-            view = flat[offset : offset + n].view(p.shape)
-            view.copy_(p.detach())
-            module._parameters[name] = nn.Parameter(view, requires_grad=p.requires_grad)
-            offset += n
-    if offset != flat.numel():
-        raise ValueError(f"flat buffer has {flat.numel()} entries, model has {offset}")
 
 
 def sgd_update_(
@@ -95,11 +56,22 @@ def sgd_update_(
         w.addcmul_(g, (active * -local.lr).unsqueeze(1))
 
 
-def _autocast(device: torch.device, precision: str):
-    if precision == "fp32":
-        return nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
+def sgd_views_update_(
+    w: torch.Tensor,
+    views: Iterable[torch.Tensor],
+    grads: Iterable[torch.Tensor],
+    start: torch.Tensor,
+    local: LocalSpec,
+    correct_weights: Callable[[torch.Tensor, torch.Tensor], None] | None = None,
+) -> None:
+    """:func:`sgd_update_`'s step for plain SGD (every row steps; no momentum or weight decay) from
+    per-parameter gradients, with no [n, P] gradient assembled: ``correct_weights(w, start)`` (the
+    client algorithm's correction in weight form) moves ``w`` [n, P] by ``−lr·correction`` at the
+    weights the gradients were taken at, then each parameter's view into ``w`` takes ``−lr·g``."""
+    if correct_weights is not None:
+        correct_weights(w, start)
+    for view, g in zip(views, grads, strict=True):
+        view.sub_(g, alpha=local.lr)
 
 
 class VectorTrainer:
@@ -125,7 +97,9 @@ class VectorTrainer:
         self.buf = torch.zeros(group_size, P, device=device) if local.momentum else None
         self.scaler = LossScaler(precision == "fp16", device)
         self._steps: dict[int, object] = {}  # window size -> compiled step (powers of two: bounded)
+        self._eager: dict[bool, object] = {}  # by views? -> the eager step (any window size)
         self.compile = False
+        self.by_views = True  # plain SGD steps per parameter where they may (False: always flat)
 
     @property
     def group_size(self) -> int:
@@ -143,30 +117,43 @@ class VectorTrainer:
         parts = w.split(self.sizes)
         return {name: part.view(shape) for name, part, shape in zip(self.names, parts, self.shapes, strict=True)}
 
-    def _step_fn(self, slots: int):
-        # Only compiled steps are worth caching; eager vmap is rebuilt for free every group, so
-        # without compile the cache stays empty whatever the slot counts.
-        fn = self._steps.get(slots)
+    def _step_fn(self, slots: int, views: bool = False):
+        """``vmap(grad(loss))`` for ``slots`` clients' flat weights [slots, P] (one [slots, P] gradient),
+        or, with ``views``, ``vmap(loss)`` of their parameters' views (see :meth:`_view_gradients`).
+        Compiled steps are cached per slot count (flat only); the eager ones are built once."""
+        fn = self._steps.get(slots) if self.compile else self._eager.get(views)
         if fn is None:
             model, device, precision = self.model, self.device, self.precision
             scale = self.scaler
-
             unflatten = self._unflatten
             scaled = scale.enabled  # fp32/bf16: no multiply by 1.0 (an op forward and backward)
 
             def loss(w, x, y, weights):
                 # Differentiating with respect to the flat weights makes vmap(grad) return one
                 # [G, P] gradient, ready for the flat update (split's backward assembles it).
-                with _autocast(device, precision):
-                    out = functional_call(model, unflatten(w), (x,))
+                with autocast(device, precision):
+                    out = functional_call(model, w if views else unflatten(w), (x,))
                 value = weighted_task_loss(out, y, weights)
                 return (value * scale.factor if scaled else value), value.detach()
 
-            fn = vmap(grad(loss, has_aux=True))
+            fn = vmap(lambda *args: loss(*args)[0]) if views else vmap(grad(loss, has_aux=True))
             if self.compile:
                 fn = torch.compile(fn, dynamic=False)
                 self._steps[slots] = fn
+            else:
+                self._eager[views] = fn
         return fn
+
+    def _view_gradients(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor):
+        """(gradients, one per parameter ``[n, *shape]``, and losses [n]) of one step for the clients
+        ``w`` [n, P]: plain autograd through the vmapped forward. Each client's loss depends on its own
+        rows alone, so the gradient of their sum is each client's gradient: what ``vmap(grad)`` gives
+        (the same to the bit, measured) without its per-step transform, and with no [n, P] assembly."""
+        with torch.enable_grad():
+            params = param_views(w.detach().requires_grad_(), self.names, self.shapes, self.sizes)
+            losses = self._step_fn(w.shape[0], views=True)(params, x, y, weights)
+            grads = torch.autograd.grad(losses.sum(), list(params.values()))
+        return grads, losses.detach()
 
     def gradients(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor):
         """(gradients [slots, P], losses [slots]) of one step for clients ``w`` [slots, P] on their
@@ -223,6 +210,7 @@ class VectorTrainer:
             buf.zero_()
         step_correction = None
         scaled = self.scaler.enabled
+        by_views = self._steps_by_views(correct)
         for t, (lo, hi, full) in enumerate(windows):
             # Only the window of slots that still have steps is computed (clients are sorted by
             # step count, so it shrinks as short clients finish). In a window where every client
@@ -230,14 +218,32 @@ class VectorTrainer:
             rows = idx[t, lo:hi]
             x = as_input(gather(data.x_train, rows, self.device))
             y = gather(data.y_train, rows, self.device)
-            g, loss = self._step_fn(hi - lo)(W[lo:hi], x, y, weights[t, lo:hi])
-            a = None if full and not scaled else self.scaler.unscale_and_check(g, active[t, lo:hi])
             anchor = start if start.dim() == 1 else start[lo:hi]
-            if correct is not None:
-                step_correction = _bound(correct, ctx.window(lo, hi))
-            sgd_update_(W[lo:hi], g, anchor, None if buf is None else buf[lo:hi], a, self.local, step_correction)
+            if by_views and full:
+                grads, loss = self._view_gradients(W[lo:hi], x, y, weights[t, lo:hi])
+                views = param_views(W[lo:hi], self.names, self.shapes, self.sizes).values()
+                if correct is not None:
+                    step_correction = _bound(self.algorithm.correct_weights, ctx.window(lo, hi), weights_only=True)
+                sgd_views_update_(W[lo:hi], views, grads, anchor, self.local, step_correction)
+            else:
+                g, loss = self._step_fn(hi - lo)(W[lo:hi], x, y, weights[t, lo:hi])
+                a = None if full and not scaled else self.scaler.unscale_and_check(g, active[t, lo:hi])
+                if correct is not None:
+                    step_correction = _bound(correct, ctx.window(lo, hi))
+                sgd_update_(W[lo:hi], g, anchor, None if buf is None else buf[lo:hi], a, self.local, step_correction)
             if loss_sum is not None:
                 loss_sum[lo:hi].add_(loss if full else loss * active[t, lo:hi])
+
+    def _steps_by_views(self, correct) -> bool:
+        """Whether this pass's full windows step parameter by parameter (:func:`sgd_views_update_`):
+        eager plain SGD (no momentum, weight decay or loss scaling), with no correction or with the
+        global pass's when the algorithm also writes it for the weights, at this trainer's rate."""
+        local, algorithm = self.local, self.algorithm
+        if not self.by_views or self.compile or self.buf is not None or local.weight_decay or self.scaler.enabled:
+            return False
+        if correct is None:
+            return True
+        return algorithm.corrects_weights and correct == algorithm.correct and algorithm.lr == local.lr
 
 
 class SequentialTrainer:
@@ -334,7 +340,7 @@ class SequentialTrainer:
         step_correction = None if correct is None else _bound(correct, ctx)
         for t in range(steps):
             rows = idx[i, t, : counts[t]]
-            with _autocast(self.device, self.precision):
+            with autocast(self.device, self.precision):
                 out = self.model(as_input(gather(data.x_train, rows, self.device)))
             loss = task_loss(out, gather(data.y_train, rows, self.device)).mean()
             self.g.zero_()
@@ -346,8 +352,11 @@ class SequentialTrainer:
                     loss_sum[i] += loss.detach()
 
 
-def _bound(correct, ctx: GroupContext):
-    """``correct(g, w, start)`` with the step's context bound (the form :func:`sgd_update_` calls)."""
+def _bound(correct, ctx: GroupContext, weights_only: bool = False):
+    """``correct(g, w, start)`` with the step's context bound (the form :func:`sgd_update_` calls);
+    ``weights_only``: ``correct_weights(w, start)`` (the form :func:`sgd_views_update_` calls)."""
+    if weights_only:
+        return lambda w, start: correct(w, start, ctx)
 
     def step_correction(g: torch.Tensor, w: torch.Tensor, start: torch.Tensor) -> None:
         correct(g, w, start, ctx)

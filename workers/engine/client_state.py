@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from workers.engine.sparse_files import copy_data, write_json
+from workers.engine.sparse_files import copy_data, rewrite_json, write_json
 
 FORMAT = 1
 _ROW_BYTES = 4  # float32
@@ -128,11 +128,10 @@ class ClientStateStore:
         self._sync()
         staged = self._stage()
         host = rows.detach().to("cpu", torch.float32).contiguous().numpy()
-        for k, client in enumerate(ids):
-            offset = len(staged[3]) * self.row_bytes
-            if os.pwrite(staged[2], memoryview(host[k]).cast("B"), offset) != self.row_bytes:
-                raise OSError(f"short write to {staged[1]}")
-            staged[3].append(client)
+        # The rows follow each other in the journal as they do in ``host``: one write, not one a row.
+        if os.pwrite(staged[2], memoryview(host).cast("B"), len(staged[3]) * self.row_bytes) != host.nbytes:
+            raise OSError(f"short write to {staged[1]}")
+        staged[3].extend(ids)
 
     def commit(self, round_number: int) -> None:
         """Publish the rows scattered since the last commit as round ``round_number``'s (a journal
@@ -271,17 +270,17 @@ class ClientStateStore:
             if r <= header["round"]:
                 self._journal_path(r).unlink(missing_ok=True)  # folded before a crash removed it
                 continue
-            write_json(self.header_path, {**header, "applying": r})
+            rewrite_json(self.header_path, {**header, "applying": r})  # in place: see rewrite_json
             ids = self._journal_ids(r)
-            fd = os.open(self._journal_path(r), os.O_RDONLY)
-            try:
-                for row, client in enumerate(ids):
-                    data = os.pread(fd, self.row_bytes, row * self.row_bytes)
-                    os.pwrite(self._fd, data, int(client) * self.row_bytes)
-            finally:
-                os.close(fd)
+            chunk = max(1, (8 << 20) // self.row_bytes)  # rows read at once: 8 MB at most
+            with open(self._journal_path(r), "rb") as journal:
+                for first in range(0, len(ids), chunk):
+                    part = ids[first : first + chunk]
+                    data = os.pread(journal.fileno(), len(part) * self.row_bytes, first * self.row_bytes)
+                    for row, client in zip(np.frombuffer(data, np.uint8).reshape(len(part), -1), part, strict=True):
+                        os.pwrite(self._fd, row, int(client) * self.row_bytes)
             header = self._header(r)
-            write_json(self.header_path, header)
+            rewrite_json(self.header_path, header)
             self._journal_path(r).unlink()
 
     def _index_journals(self, base: int, target: int) -> dict[int, tuple[int, int]]:

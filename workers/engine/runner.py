@@ -20,13 +20,14 @@ import numpy as np
 import torch
 
 from workers.engine import probes
-from workers.engine.client import bind_flat, build_trainer
+from workers.engine.client import build_trainer
 from workers.engine.client_states import ClientStates
 from workers.engine.codecs import make_codec
 from workers.engine.data import cache as data_cache
 from workers.engine.data.base import FederatedData
 from workers.engine.devices import describe, fits_on, free_memory, prepare, resolve_devices, synchronize
 from workers.engine.evaluation import client_evaluation, evaluate, evaluation_cohort
+from workers.engine.flat import bind_flat
 from workers.engine.isolation import train_in_child
 from workers.engine.models import build_model
 from workers.engine.plan import Cohort, plan_groups, sample_cohort

@@ -14,9 +14,10 @@ import torch
 
 from workers.engine import vmap_probe
 from workers.engine.algorithms import ClientRound, GroupContext
-from workers.engine.client import GroupOutput, SequentialTrainer, VectorTrainer
+from workers.engine.client import SequentialTrainer, VectorTrainer
 from workers.engine.codecs import Codec, compress_with_feedback
 from workers.engine.data.base import FederatedData
+from workers.engine.flat import GroupOutput
 from workers.engine.plan import GroupPlan
 from workers.engine.privacy import clip_rows_
 from workers.engine.spec import Spec, SpecError

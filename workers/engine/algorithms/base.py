@@ -11,7 +11,9 @@ changes the client's side of a round. Its hooks follow pfl-research's split of a
    the step, from their weights ``w`` ``[n, P]``, the model they received ``start`` (``[P]`` or
    ``[n, P]``) and ``ctx``. Called only when ``corrects`` is True: FedAvg adds no per-step work.
    What it reads that does not change during local training can be derived once per group in
-   :meth:`ClientAlgorithm.prepare`, into ``ctx.scratch`` (SCAFFOLD's ``c − c_i``).
+   :meth:`ClientAlgorithm.prepare`, into ``ctx.scratch`` (SCAFFOLD's ``c − c_i``). Optionally,
+   :meth:`ClientAlgorithm.correct_weights` writes the same rule for the weights of a plain SGD
+   step (``w − lr·correction``), which spares the trainer a flat [n, P] gradient per step.
 3. **What a client returns beside its update**: :meth:`ClientAlgorithm.finish` returns
    ``{name: [G, P]}`` after local training (names listed in ``returns``); the engine sums each
    over the clients that report and hands the sums to :meth:`ClientAlgorithm.fold`.
@@ -77,6 +79,7 @@ class ClientAlgorithm:
     """
 
     corrects: bool = False  # whether correct() runs at every local step
+    corrects_weights: bool = False  # whether correct_weights() writes correct()'s rule for the weights
     returns: tuple[str, ...] = ()  # names of the [G, P] values finish() returns beside the update
     personal: str | None = None  # a client state holding a personal model (width P + 1)
     changes_update: bool = False  # whether fold() changes the averaged update
@@ -117,6 +120,14 @@ class ClientAlgorithm:
 
     def correct(self, g: Tensor, w: Tensor, start: Tensor, ctx: GroupContext) -> None:
         """Change the loss gradients ``g`` [n, P] of one local step in place."""
+
+    def correct_weights(self, w: Tensor, start: Tensor, ctx: GroupContext) -> None:
+        """Optional (``corrects_weights``): :meth:`correct`'s rule for a plain SGD step, on the weights
+        ``w`` [n, P] in place: ``w ← w − lr·c``, where ``c`` is what :meth:`correct` would add to the
+        gradient at ``w`` and ``lr`` is ``self.lr``. The vectorised trainer then takes each
+        parameter's gradient and steps its view of ``w``, assembling no [n, P] gradient; where a step
+        is not plain SGD (momentum, weight decay, fp16, an idle client in the window) it calls
+        :meth:`correct`. ``w − lr·c`` is the rule: FedProx's μ·(w − start) is ``w.lerp_(start, lr·μ)``."""
 
     def correct_personal(self, g: Tensor, w: Tensor, start: Tensor, ctx: GroupContext) -> None:
         """The per-step correction of the personal pass (``personal`` set)."""

@@ -30,7 +30,7 @@ class FedDynOptions:
 class FedDyn(ClientAlgorithm):
     """A per-client linear term and a quadratic pull to the global model (FedDyn, α)."""
 
-    corrects = True
+    corrects = corrects_weights = True
     returns = ("delta",)
     changes_update = True
     # Nothing travels beside the model: h stays on the server, and the returned delta is the update.
@@ -44,6 +44,10 @@ class FedDyn(ClientAlgorithm):
 
     def correct(self, g: Tensor, w: Tensor, start: Tensor, ctx: GroupContext) -> None:
         g.sub_(ctx.state["h_i"]).add_(w - start, alpha=self.options.alpha)
+
+    def correct_weights(self, w: Tensor, start: Tensor, ctx: GroupContext) -> None:
+        # w − lr·(−h_i + α·(w − start))
+        w.lerp_(start, self.lr * self.options.alpha).add_(ctx.state["h_i"], alpha=self.lr)
 
     def finish(self, delta: Tensor, steps: Tensor, ctx: GroupContext) -> dict[str, Tensor]:
         ctx.state["h_i"].sub_(delta, alpha=self.options.alpha)

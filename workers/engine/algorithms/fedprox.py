@@ -24,8 +24,12 @@ class FedProxOptions:
 class FedProxClient(ClientAlgorithm):
     """Local SGD with the proximal term μ/2·‖w − w_global‖² (FedProx)."""
 
-    corrects = True
+    corrects = corrects_weights = True
 
     def correct(self, g: Tensor, w: Tensor, start: Tensor, ctx: GroupContext) -> None:
         if self.options.mu:  # μ·(w − start) in place: a [n, P] temporary costs page faults at every step
             g.add_(w, alpha=self.options.mu).sub_(start, alpha=self.options.mu)
+
+    def correct_weights(self, w: Tensor, start: Tensor, ctx: GroupContext) -> None:
+        if self.options.mu:  # w − lr·μ·(w − start), one pass over [n, P]
+            w.lerp_(start, self.lr * self.options.mu)

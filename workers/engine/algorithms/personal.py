@@ -7,8 +7,8 @@ import copy
 import torch
 
 from workers.engine.algorithms.base import StateStore
-from workers.engine.client import bind_flat
 from workers.engine.evaluation import evaluate_clients
+from workers.engine.flat import bind_flat
 from workers.engine.result import personal_accuracy_fields
 
 

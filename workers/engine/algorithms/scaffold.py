@@ -22,7 +22,7 @@ from workers.engine.algorithms.base import ClientAlgorithm, GroupContext
 class Scaffold(ClientAlgorithm):
     """Control variates correct each local step for the client's drift (SCAFFOLD, option II)."""
 
-    corrects = True
+    corrects = corrects_weights = True
     returns = ("c_delta",)
 
     def client_state(self) -> dict[str, int]:
@@ -40,6 +40,13 @@ class Scaffold(ClientAlgorithm):
             g.add_(ctx.server["c"]).sub_(ctx.state["c_i"])
         else:
             g.add_(drift)  # g + c − c_i: one pass over [n, P] per step
+
+    def correct_weights(self, w: Tensor, start: Tensor, ctx: GroupContext) -> None:
+        drift = ctx.scratch.get("drift")
+        if drift is None:
+            w.sub_(ctx.server["c"], alpha=self.lr).add_(ctx.state["c_i"], alpha=self.lr)
+        else:
+            w.sub_(drift, alpha=self.lr)  # w − lr·(c − c_i)
 
     def finish(self, delta: Tensor, steps: Tensor, ctx: GroupContext) -> dict[str, Tensor]:
         c_i = ctx.state["c_i"]
