@@ -36,7 +36,7 @@ FEDWEB_QUEUES = env_list("FEDWEB_QUEUES", ["cpu", "gpu"])
 CHECKPOINT_EVERY = env_int("CHECKPOINT_EVERY", 10, min_value=1)
 CHECKPOINT_KEEP = env_int("CHECKPOINT_KEEP", 3, min_value=1)
 # Built federated datasets each worker process keeps for the next experiment on the same data
-# (workers/engine/data/cache.py), in bytes of tensors; least recently used evicted first.
+# (fedweb_engine/data/cache.py), in bytes of tensors; least recently used evicted first.
 FEDWEB_DATA_CACHE_BYTES = env_bytes("FEDWEB_DATA_CACHE_BYTES", 2 * 10**9)
 # A worker whose last heartbeat is older than this is shown as lost.
 WORKER_LOST_AFTER = env_int("WORKER_LOST_AFTER", 60, min_value=1)
@@ -67,7 +67,7 @@ FEDWEB_PACK_CAPACITY_MB = env_int("FEDWEB_PACK_CAPACITY_MB", 0, min_value=0)
 FEDWEB_PACK_SLOTS = env_int("FEDWEB_PACK_SLOTS", 2, min_value=1)
 FEDWEB_FAIR_HALF_LIFE = env_int("FEDWEB_FAIR_HALF_LIFE", 4 * 3600, min_value=1)
 # What the queue accepts: a spec over any limit is refused at submission with its estimate
-# (workers.engine.capacity; the defaults are Limits()'s). Memory is per round, on one device.
+# (fedweb_engine.training.capacity; the defaults are Limits()'s). Memory is per round, on one device.
 FEDWEB_MAX_PARAMS = env_int("FEDWEB_MAX_PARAMS", 100_000_000, min_value=1)
 FEDWEB_MAX_ROUND_MEMORY_CPU = env_bytes("FEDWEB_MAX_ROUND_MEMORY_CPU", 32 * 10**9)
 FEDWEB_MAX_ROUND_MEMORY_GPU = env_bytes("FEDWEB_MAX_ROUND_MEMORY_GPU", 80 * 10**9)

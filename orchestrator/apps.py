@@ -1,6 +1,6 @@
 from django.apps import AppConfig
 
-from workers.engine.plugins import load_plugins
+from fedweb_engine.components.plugins import load_plugins
 
 
 class OrchestratorConfig(AppConfig):

@@ -23,6 +23,8 @@ from django.db.models.signals import post_delete
 from django.dispatch import Signal, receiver
 from django.utils import timezone
 
+from fedweb_engine.components.provenance import spec_provenance
+from fedweb_engine.spec.schema import Spec, SpecError
 from orchestrator.experiments.limits import check_new_spec
 from orchestrator.experiments.records import Checkpoint, LogEntry, RoundMetric, checkpoint_folder
 from orchestrator.experiments.states import ACTIVE, FINISHED, Kind, Status, Visibility, check_team_visibility
@@ -30,8 +32,6 @@ from orchestrator.external.models import CustomMetric, ExternalRun, MlflowExperi
 from orchestrator.fleet.sharding import RoundShard
 from orchestrator.fleet.workers import Worker, pick_queue
 from orchestrator.sweeps.models import Sweep
-from workers.engine.provenance import spec_provenance
-from workers.engine.spec import Spec, SpecError
 
 __all__ = [
     "ACTIVE", "FINISHED", "Checkpoint", "check_team_visibility", "CustomMetric", "Experiment", "ExternalRun", "Kind",

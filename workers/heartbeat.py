@@ -22,11 +22,11 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
+from fedweb_engine.components.registry import installed_plugins
 from orchestrator.fleet import scheduling
 from orchestrator.fleet.queues import queue_states
 from orchestrator.live import events
 from orchestrator.models import Worker
-from workers.engine.registry import installed_plugins
 from workers.gpus import gpu_devices
 
 log = logging.getLogger(__name__)

@@ -9,13 +9,13 @@ import os
 
 from django.utils import timezone
 
+from fedweb_engine.components.provenance import label, missing
+from fedweb_engine.components.registry import installed_plugins
 from orchestrator.fleet import sharding
 from orchestrator.fleet.scheduling import release, schedule
 from orchestrator.live import events
 from orchestrator.models import ACTIVE, Experiment, RoundMetric, Worker
 from workers import faults, progress, runtime
-from workers.engine.provenance import label, missing
-from workers.engine.registry import installed_plugins
 
 log = logging.getLogger(__name__)
 

@@ -4,9 +4,9 @@ experiments by loading their round state, and checkpoint files; the out-of-memor
 Any worker can continue any experiment: the cache is only a shortcut. Without a cached
 simulation at the right round, the worker loads the state the previous round published
 (workers/round_state.py) into the simulation it holds, or into a new one built on data the
-process keeps loaded (workers/engine/data/cache.py): a switch costs a state load, never a replay.
+process keeps loaded (fedweb_engine/data/cache.py): a switch costs a state load, never a replay.
 Replay is only the crash path, for a round whose state was never published (or is torn). The
-per-client state (workers/engine/client_state.py) is in files every worker shares: loading a round
+per-client state (fedweb_engine/state/client_rows.py) is in files every worker shares: loading a round
 state moves it to that round, and an origin whose rows the files have moved past is skipped.
 """
 
@@ -22,15 +22,15 @@ from pathlib import Path
 import torch
 from django.conf import settings
 
+from fedweb_engine.data import cache as data_cache
+from fedweb_engine.results.round_result import RoundResult
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.schema import Spec
+from fedweb_engine.state.client_rows import StateUnavailable
+from fedweb_engine.state.client_state import snapshot_folder
 from orchestrator.experiments.limits import datasets_root
 from orchestrator.models import Checkpoint, Experiment, checkpoint_folder
 from workers import round_state
-from workers.engine.client_state import StateUnavailable
-from workers.engine.client_states import snapshot_folder
-from workers.engine.data import cache as data_cache
-from workers.engine.result import RoundResult
-from workers.engine.runner import Simulation
-from workers.engine.spec import Spec
 from workers.oom import RoundFailed, with_retry  # noqa: F401  (tasks catch runtime.RoundFailed)
 from workers.progress import LogLine
 
@@ -182,7 +182,7 @@ def _client_state_at(sim: Simulation) -> bool:
 
 
 def client_state_folder(experiment: Experiment) -> Path:
-    """The experiment's per-client state files (workers/engine/client_state.py), deleted with it."""
+    """The experiment's per-client state files (fedweb_engine/state/client_rows.py), deleted with it."""
     return checkpoint_folder(experiment.pk) / "client_state"
 
 
@@ -215,7 +215,7 @@ def checkpoint_due(round_number: int, total_rounds: int) -> bool:
 def save_checkpoint(experiment: Experiment, sim: Simulation) -> Checkpoint:
     """Write the simulation's state, record it, and keep only the newest few files.
 
-    ``Simulation.save_checkpoint`` writes atomically (workers.engine.checkpoint): a crash mid-write
+    ``Simulation.save_checkpoint`` writes atomically (fedweb_engine.state.checkpoint): a crash mid-write
     never leaves a truncated file under the name recorded here.
     """
     path = checkpoint_folder(experiment.pk) / f"round-{sim.round:06d}.safetensors"

@@ -15,10 +15,10 @@ import time
 
 from django.utils import timezone
 
+from fedweb_engine.simulation import shards
 from orchestrator.fleet import sharding
 from orchestrator.models import Experiment, RoundMetric, Worker
 from workers import oom, progress, runtime
-from workers.engine import shards
 from workers.rounds import finish_round, refuse_without_plugins, schedule_queue_of
 
 log = logging.getLogger(__name__)

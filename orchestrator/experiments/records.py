@@ -12,8 +12,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from workers.engine.result import ROUND_RESULT_FIELDS
-from workers.engine.round_fields import FIELDS, Field
+from fedweb_engine.results.round_fields import FIELDS, Field
+from fedweb_engine.results.round_result import ROUND_RESULT_FIELDS
 
 
 def _column(field: Field) -> models.Field:
@@ -34,7 +34,7 @@ def _column(field: Field) -> models.Field:
     return models.JSONField(null=field.null)  # lists
 
 
-# One column per declared field (workers/engine/round_fields.py): a new field there is a new column
+# One column per declared field (fedweb_engine/results/round_fields.py): a new field there is a new column
 # here, and ``makemigrations`` writes its migration.
 RoundFields = type(
     "RoundFields",

@@ -9,8 +9,8 @@ from typing import IO, NamedTuple
 
 from django.http import HttpResponse
 
-from workers.engine import round_fields
-from workers.engine.result import ROUND_RESULT_FIELDS
+from fedweb_engine.results import round_fields
+from fedweb_engine.results.round_result import ROUND_RESULT_FIELDS
 
 # A round as the pages and downloads list it: the engine's result, then the worker that ran it
 # ("" through a public link, which names no worker host: orchestrator.experiments.public).
@@ -26,7 +26,7 @@ class Column(NamedTuple):
     scale: float = 1.0  # the value is divided by this (bytes -> MB)
 
 
-# The rounds table shows the fields declared with a ``Column`` (workers/engine/round_fields.py), then
+# The rounds table shows the fields declared with a ``Column`` (fedweb_engine/results/round_fields.py), then
 # where the round ran; the page's script reads the same list (page data ``table_columns``) to add
 # the rows that arrive live.
 TABLE_COLUMNS = (

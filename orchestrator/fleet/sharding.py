@@ -32,10 +32,10 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from fedweb_engine.components.provenance import missing
 from orchestrator.experiments.records import checkpoint_folder
 from orchestrator.experiments.states import ACTIVE
 from orchestrator.fleet.workers import Worker, queue_name
-from workers.engine.provenance import missing
 
 log = logging.getLogger(__name__)
 

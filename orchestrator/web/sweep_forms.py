@@ -13,12 +13,12 @@ from django.core.exceptions import ValidationError
 
 from accounts.models import Team
 from fedweb import inputs
+from fedweb_engine.spec.schema import option_key, spec_fields
 from orchestrator.experiments.access import teams_for_creation
 from orchestrator.sweeps.expand import SweepError, expand
 from orchestrator.sweeps.models import SEED_FIELD, SWEEP_MODES
 from orchestrator.web.forms import ExperimentForm, form_name
 from orchestrator.web.owned_forms import OwnedForm, TeamVisibilityChecks
-from workers.engine.spec import option_key, spec_fields
 
 AXES_HELP = "One swept field a line: algorithm.mu: 0, 0.01, 0.1, 1 (or a JSON list after the colon)."
 

@@ -4,11 +4,11 @@ refuses, the memory the capacity check counts, and an isolated round writing the
 import pytest
 import torch
 
-from workers.engine import Spec
-from workers.engine.capacity import Limits, check_capacity, estimate
-from workers.engine.runner import Simulation
-from workers.engine.spec import SpecError
-from workers.engine.strategies.robust import BLOCK_SCRATCH_BYTES
+from fedweb_engine import Spec
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.schema import SpecError
+from fedweb_engine.strategies.robust import BLOCK_SCRATCH_BYTES
+from fedweb_engine.training.capacity import Limits, check_capacity, estimate
 
 ROBUST = ("median", "trimmed_mean", "krum")
 BIG = {

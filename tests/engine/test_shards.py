@@ -4,11 +4,11 @@ equals the unsharded round up to the order of the floating-point sums."""
 import pytest
 import torch
 
+from fedweb_engine.simulation import shards
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.schema import Spec, SpecError
+from fedweb_engine.state.checkpoint import read_checkpoint
 from tests.conftest import TINY_SPEC
-from workers.engine import shards
-from workers.engine.checkpoint import read_checkpoint
-from workers.engine.runner import Simulation
-from workers.engine.spec import Spec, SpecError
 
 SPEC = {**TINY_SPEC, "participation": {"clients_per_round": 7}, "compute": {"device": "cpu", "client_group_size": 2}}
 

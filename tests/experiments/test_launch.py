@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
+from fedweb_engine.spec.schema import LocalSpec, Spec
+from fedweb_engine.training.client import sgd_update_
 from orchestrator.experiments import launch
 from orchestrator.models import Experiment, Status
 from orchestrator.sweeps.expand import create_sweep
@@ -19,8 +21,6 @@ from tests.experiments.rate_walk import ROOT, RateWalk
 from tests.test_layers import LAYER_NAMES, layer_of
 from tests.web.test_forms import form_data
 from workers import runtime
-from workers.engine.client import sgd_update_
-from workers.engine.spec import LocalSpec, Spec
 from workers.rounds import execute_round
 
 pytestmark = pytest.mark.django_db

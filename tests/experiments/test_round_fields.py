@@ -6,14 +6,14 @@ import io
 import pytest
 import torch
 
+from fedweb_engine import Spec
+from fedweb_engine.results.round_result import ROUND_RESULT_FIELDS
+from fedweb_engine.simulation.runner import Simulation
 from orchestrator.api.serializers import RoundSerializer
 from orchestrator.experiments.records import RoundMetric
 from orchestrator.experiments.rounds import ROUND_FIELDS, TABLE_COLUMNS, rounds_of, table_rows, write_rounds_csv
 from orchestrator.web.charts import dashboard_charts
 from tests.web.conftest import make_experiment
-from workers.engine import Spec
-from workers.engine.result import ROUND_RESULT_FIELDS
-from workers.engine.runner import Simulation
 
 TINY = {
     "rounds": 2,
@@ -25,7 +25,7 @@ TINY = {
 
 
 def test_it_stores_every_round_result_field_in_the_model():
-    # The columns are derived from workers/engine/round_fields.py: this checks the derivation.
+    # The columns are derived from fedweb_engine/results/round_fields.py: this checks the derivation.
     bookkeeping = ("id", "experiment", "recorded", "claimed", "worker")  # the row's, not the engine's
     stored = [f.name for f in RoundMetric._meta.get_fields() if f.name not in bookkeeping]
     assert stored == list(ROUND_RESULT_FIELDS)

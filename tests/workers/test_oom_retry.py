@@ -7,11 +7,11 @@ import weakref
 import pytest
 import torch
 
+from fedweb_engine.simulation import runner, shards
+from fedweb_engine.training.client import SequentialTrainer, VectorTrainer
 from orchestrator.fleet import sharding
 from orchestrator.models import Experiment, Status
 from tests.conftest import TINY_SPEC
-from workers.engine import runner, shards
-from workers.engine.client import SequentialTrainer, VectorTrainer
 from workers.rounds import run_inline
 from workers.sharding import execute_shard
 

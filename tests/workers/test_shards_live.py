@@ -4,11 +4,11 @@ shard worker killed with SIGKILL mid-round costs only its shard's redelivery."""
 import pytest
 import torch
 
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.state.checkpoint import read_checkpoint
 from orchestrator.models import Experiment, RoundShard, Status
 from tests.conftest import TINY_SPEC
 from tests.live import wait_for
-from workers.engine.checkpoint import read_checkpoint
-from workers.engine.runner import Simulation
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 
 from fedweb.inputs import parse_int
+from fedweb_engine.spec.presets import PRESETS
 from orchestrator.experiments import access
 from orchestrator.experiments.access import (
     experiments_visible_to,
@@ -34,7 +35,6 @@ from orchestrator.models import ACTIVE, Experiment, Kind, Status
 from orchestrator.web.charts import dashboard_charts
 from orchestrator.web.forms import ExperimentForm, spec_initial
 from orchestrator.web.spec_table import spec_groups
-from workers.engine.presets import PRESETS
 
 SCOPES = ("all", "mine", "team", "shared")
 LIST_LIMIT = 500

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from fedweb.inputs import parse_int
+from fedweb_engine.spec.presets import PRESETS
 from orchestrator.experiments import access
 from orchestrator.experiments.summaries import summarize
 from orchestrator.models import RoundMetric
@@ -23,7 +24,6 @@ from orchestrator.sweeps.models import SEED_FIELD
 from orchestrator.sweeps.stats import METRICS, band, group, value_at
 from orchestrator.web.forms import spec_initial
 from orchestrator.web.sweep_forms import SweepForm, axes_text
-from workers.engine.presets import PRESETS
 
 CURVES = (("test_accuracy", "Test accuracy", "accuracy"), ("test_loss", "Test loss", "loss"))
 
