@@ -12,14 +12,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
+import torch
+
 from fedweb_engine.components.plugins import PluginError, load_plugins
+from fedweb_engine.distributed.group import RankFailure
+from fedweb_engine.distributed.local import local_hold, rank_devices, ranks_for, threads_per_rank
 from fedweb_engine.progress_bar import ProgressBar
 from fedweb_engine.simulation.runner import Simulation
 from fedweb_engine.spec.presets import PRESETS, preset_specs
 from fedweb_engine.spec.schema import Spec, SpecError
+from fedweb_engine.state.checkpoint import read_checkpoint
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except RankFailure as e:  # a rank died or stalled: the round did not complete, and nothing claims it did
+        print(f"error: the run stopped: {e}", file=sys.stderr)
+        return 3
 
 
 def _list_presets() -> int:
@@ -92,18 +102,19 @@ def _override(spec: Spec, rounds: int | None, device: str | None) -> Spec:
 
 def _run(args) -> int:
     if args.resume:
-        sims = [Simulation.from_checkpoint(args.resume, device=args.device, data_root=args.data_root)]
+        sims = [_resumed(args)]
     else:
-        sims = [Simulation(spec, data_root=args.data_root) for spec in _load_specs(args)]
+        sims = [_simulation(spec, args.data_root) for spec in _load_specs(args)]
     for i, sim in enumerate(sims):
         for note in sim.notes:
             print(f"note: {note}", file=sys.stderr)
         label = f"{args.preset or 'run'}" + (
             f" [{i + 1}/{len(sims)}: uplink {sim.spec.communication.uplink.name}]" if len(sims) > 1 else ""
         )
-        with ProgressBar(sim.spec.rounds, initial=sim.round, label=label, enabled=not args.quiet) as bar:
+        with _ranks(sim, args) as next_round, ProgressBar(sim.spec.rounds, initial=sim.round, label=label,
+                                                          enabled=not args.quiet) as bar:  # fmt: skip
             while not sim.done and (args.stop_after is None or sim.round < args.stop_after):
-                result = sim.next_round()
+                result = next_round()
                 print(json.dumps(result.to_dict()), flush=True)
                 bar.update(result)
         if len(sims) > 1:
@@ -116,6 +127,44 @@ def _run(args) -> int:
         if args.checkpoint:
             sim.save_checkpoint(args.checkpoint)
     return 0
+
+
+def _simulation(spec: Spec, data_root, device: str | None = None) -> Simulation:
+    """The simulation this process runs: with ``compute.ranks`` > 1 it is rank 0, on the first
+    rank's device (the members, started by ``_ranks``, take the others)."""
+    ranks = ranks_for(spec)
+    if ranks > 1:
+        devices = rank_devices(device or spec.compute.device, ranks)
+        torch.set_num_threads(threads_per_rank(devices))
+        device = str(devices[0])
+    return Simulation(spec, device=device, data_root=data_root)
+
+
+def _resumed(args) -> Simulation:
+    tensors, meta = read_checkpoint(args.resume)
+    sim = _simulation(Spec.from_stored(meta["spec"]), args.data_root, args.device)
+    sim.load_state_dict(tensors, meta)
+    return sim
+
+
+@contextmanager
+def _ranks(sim: Simulation, args):
+    """``next_round`` for this run: the simulation's own, or, with ``compute.ranks`` > 1, a round over
+    ranks on this machine (members started here, held for the whole run)."""
+    ranks = ranks_for(sim.spec)
+    if ranks == 1:
+        yield sim.next_round
+        return
+    devices = rank_devices(args.device or sim.spec.compute.device, ranks)
+    hold, members = local_hold(devices, label=socket.gethostname(), data_root=str(args.data_root or "") or None)
+    try:
+        hold.open(sim, str(args.resume) if args.resume else None)
+        print(f"note: {ranks} ranks ({hold.group.backend}) formed in {hold.setup_seconds:.2f} s; "
+              f"members built in {hold.open_seconds:.2f} s", file=sys.stderr)  # fmt: skip
+        yield lambda: hold.run_round(sim)
+    finally:
+        hold.close()
+        members.stop()
 
 
 if __name__ == "__main__":

@@ -122,7 +122,7 @@ class Field:
     """One field of the round record."""
 
     name: str
-    type: type  # int, float, str or list[int]
+    type: type  # int, float, str, or a list of one of them
     doc: str
     unit: str = ""
     null: bool = False  # None allowed: then it defaults to None (a result of an older worker still records)
@@ -261,6 +261,14 @@ FIELDS: tuple[Field, ...] = (
           summaries=(Summary("epsilon", "Final ε", "Privacy spent (final ε)", "last", 3, rank=7),)),
     Field("update_norm", float, "update norm: L2 norm of the global model's change this round (0 when it did not step)",
           "‖Δw‖₂", null=True, column=Column("Update norm", 4, rank=3), plots=(Plot("update_norm", "update norm", "#0f766e"),)),
+    # A distributed round (compute.ranks > 1): the group that ran it, each rank's training time, and
+    # the all-reduce of the round's sums (timed after a barrier, so the ranks' skew is not in it).
+    Field("ranks", int, "ranks of the torch.distributed group that ran the round (None: one process)", null=True,
+          column=Column("Ranks", rank=3)),
+    Field("rank_devices", list[str], "each rank's worker and device, rank 0 first", null=True),
+    Field("rank_train_seconds", list[float], "each rank's seconds of training, rank 0 first", "s", null=True),
+    Field("allreduce_seconds", float, "seconds of the round's all-reduce of its sums", "s", null=True,
+          column=Column("All-reduce s", 3, rank=3)),
 )  # fmt: skip
 
 BY_NAME = {f.name: f for f in FIELDS}

@@ -65,6 +65,7 @@ class Simulation(SimulationState):
         client_group_size: int | None = None,  # overrides the spec's (after an out-of-memory error)
         client_state_dir: str | Path | None = None,  # per-client state files (None: a temporary folder)
         client_state: StateStoreFactory | None = None,  # per-client state of a client algorithm (default: files)
+        client_files: ClientStates | None = None,  # what keeps those files (a distributed run's members: none)
     ):
         if client_group_size is not None:  # before any buffer is sized: a rebuild starts small
             spec = spec.replace(compute={"client_group_size": max(1, client_group_size)})
@@ -115,7 +116,7 @@ class Simulation(SimulationState):
         self.eval_cohort = evaluation_cohort(spec, data.num_clients)
         self.dp = GaussianMechanism(spec.privacy, self.num_params, self.device) if self._private else None
         # Per-client rows (control variates, personal models) on disk, not in RAM: client_state.py.
-        self.client_states = ClientStates(client_state_dir)
+        self.client_states = client_files if client_files is not None else ClientStates(client_state_dir)
         self.client = self._client_round(data.num_clients, client_state or self.client_states.open)
 
     # -- construction helpers -----------------------------------------------------------------
@@ -199,9 +200,11 @@ class Simulation(SimulationState):
         t0: float,
         t_train: float,
         clip_norm: float | None = None,
+        evaluate: bool = True,
     ) -> RoundResult:
         """Step the server with ``update_sum`` (Σ samples · update, or Σ clipped updates under DP) or
-        the ``collected`` rows, evaluate when due, return the round's result (also for shards.py)."""
+        the ``collected`` rows, evaluate when due (unless ``evaluate`` is false: a distributed round's
+        other ranks), return the round's result (also for distributed rounds: rank_round.py)."""
         spec = self.spec
         r = self.round + 1
         self.participation[torch.from_numpy(np.asarray(cohort.clients, dtype=np.int64))] += 1
@@ -223,7 +226,7 @@ class Simulation(SimulationState):
         train_seconds = time.perf_counter() - t_train
         test_loss = test_acc = None
         clients_eval: dict = {}
-        if r % spec.evaluation.every == 0 or r == spec.rounds:
+        if evaluate and (r % spec.evaluation.every == 0 or r == spec.rounds):
             test_loss, test_acc = self.evaluate()
             clients_eval = client_evaluation(self.model, self.replicas[0].data, self._evaluated(cohort), self.spec)
             clients_eval = {**clients_eval, **self._personal_evaluation(cohort)}  # Ditto: both models
@@ -255,7 +258,6 @@ class Simulation(SimulationState):
             vram_peak_mb=mem["vram_peak_mb"],
             device=self.device_name,
             **clients_eval,
-            # Sharded rounds (shards.py) carry no per-client losses: those fields stay empty there.
             **quantile_fields("train_loss", stats["client_losses"].cpu().tolist() if "client_losses" in stats else []),
             participation_histogram=participation_histogram(self.participation.numpy()),
             **(self.dp.round_fields(stats, clip_norm, len(cohort.clients), total_weight, self.rng) if self.dp else {}),

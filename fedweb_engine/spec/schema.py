@@ -100,10 +100,10 @@ class ComputeSpec:
         advanced=True,
         applies_when={"compute.training": ["auto", "vectorized"]},
     )
-    shards: int = _f(
+    ranks: int = _f(
         1,
-        "Split each round's cohort over this many worker tasks (any worker of the queue); "
-        "auto (stored as 0): one per live worker slot of the queue.",
+        "Split each round's cohort over this many torch.distributed ranks (GPUs or CPU processes of one "
+        "worker, or several workers); the results do not depend on it. auto (stored as 0): as many as are free.",
         min=0,
         max=64,
         advanced=True,
@@ -199,7 +199,7 @@ class Spec:
             raise SpecError("spec", "must be a JSON object")
         # A flat spec from before components: the upgrade sees (and copies) only those sections.
         d = {**d, **spec_legacy.upgrade({k: v for k, v in d.items() if k in COMPONENT_SECTIONS}, strict=bounds)}
-        spec = build(cls, _shards_auto(d), bounds=bounds)
+        spec = build(cls, _ranks_of(d), bounds=bounds)
         spec._check_cross_fields(d)
         return spec
 
@@ -275,7 +275,7 @@ class Spec:
         check_components(self)
         _check_device(self.compute.device)
         self._check_evaluation()
-        self._check_shards()
+        self._check_ranks()
         self._check_update_strategies()
         self._check_client_algorithm()
 
@@ -300,16 +300,11 @@ class Spec:
                     f"(0 means cohort/20 = {cohort / 20:g})",
                 )
 
-    def _check_shards(self) -> None:
-        if self.compute.shards != 1:
-            # A shard trains on another machine: a child process per round, or per-client residuals
-            # kept in one process's memory, would each need shipping between workers; not supported.
-            if self.compute.isolation == "process":
-                raise SpecError("compute.shards", "cannot be combined with compute.isolation 'process'; use 1")
-            if self.communication.uplink.name == "topk" and self.communication.error_feedback:
-                raise SpecError("compute.shards", "cannot be combined with top-k error feedback; use 1")
-            if self.privacy.mechanism != "none" or self.evaluation.clients != "none":
-                raise SpecError("compute.shards", "cannot be combined with DP or per-client evaluation yet; use 1")
+    def _check_ranks(self) -> None:
+        if self.compute.ranks != 1 and self.compute.isolation == "process":
+            # A rank's training would need its own child per round, with the rows it borrows shipped
+            # twice more; ranks already keep leaky user code out of the worker's process.
+            raise SpecError("compute.isolation", "cannot be 'process' with compute.ranks other than 1; use none")
 
     def _check_update_strategies(self) -> None:
         # A strategy that needs every client's update (registry trait) cannot run where only their
@@ -321,13 +316,13 @@ class Spec:
             raise SpecError(
                 "algorithm.name", f"{name} needs every client's update; DP noises their sum: use privacy.mechanism none"
             )
-        if self.compute.shards != 1:
-            raise SpecError("algorithm.name", f"{name} needs every client's update in one place: use compute.shards 1")
+        if self.compute.ranks != 1:
+            raise SpecError("algorithm.name", f"{name} needs every client's update in one process: use compute.ranks 1")
 
     def _check_client_algorithm(self) -> None:
         # A client algorithm whose clients keep state or send more than their update needs the
-        # round in one process with every row it touches: the isolation child and the shards
-        # get the model and the plans only, and DP protects the update alone.
+        # round in one process with every row it touches: the isolation child gets the model and
+        # the plans only, and DP protects the update alone. (Ranks borrow their clients' rows.)
         client = self.algorithm.client
         algorithm = build_algorithm(client.name, client.options, num_params=1, device="cpu", lr=self.local.lr)
         if algorithm.trivial:
@@ -339,8 +334,6 @@ class Spec:
             )
         if self.compute.isolation == "process":
             raise SpecError(field, f"{name} keeps per-client state; it cannot run with compute.isolation 'process'")
-        if self.compute.shards != 1:
-            raise SpecError(field, f"{name} keeps per-client state in one place: use compute.shards 1")
         if algorithm.changes_update and registry.get("strategy", self.algorithm.name).traits["needs_updates"]:
             raise SpecError(
                 field,
@@ -348,12 +341,19 @@ class Spec:
             )
 
 
-def _shards_auto(d: dict) -> dict:
-    """``compute.shards: "auto"`` is stored as 0 (the field is an integer)."""
+def _ranks_of(d: dict) -> dict:
+    """``compute.ranks: "auto"`` is stored as 0 (the field is an integer). Specs written before ranks
+    split a round with ``compute.shards``, which means the same and reads as ranks."""
     compute = d.get("compute")
-    if isinstance(compute, dict) and compute.get("shards") == "auto":
-        return {**d, "compute": {**compute, "shards": 0}}
-    return d
+    if not isinstance(compute, dict):
+        return d
+    if "shards" in compute:
+        compute = {k: v for k, v in compute.items() if k != "shards"} | {
+            "ranks": compute.get("ranks", compute["shards"])
+        }
+    if compute.get("ranks") == "auto":
+        compute = {**compute, "ranks": 0}
+    return {**d, "compute": compute}
 
 
 def _check_device(device: str) -> None:

@@ -184,37 +184,3 @@ def bucket(n: int, group_size: int) -> int:
     if n >= group_size:
         return group_size
     return min(group_size, 1 << max(0, n - 1).bit_length())
-
-
-def plan_shards(
-    rng: np.random.Generator,
-    cohort: Cohort,
-    offsets: np.ndarray,
-    *,
-    shards: int,
-    group_size: int,
-    epochs: int,
-    batch_size: int,
-) -> list[list[GroupPlan]]:
-    """The groups of each of ``shards`` shards of the cohort's trained clients.
-
-    Batches are drawn for all clients in the cohort's order first (as :func:`plan_groups` does),
-    so a sharded round trains every client on the very batches of the unsharded one. Then the
-    i-th trained client goes to shard ``i % shards``: the clients are sorted by step count, so
-    dealing them out like cards gives each shard about the same work. A shard may be empty.
-    """
-    batches = draw_batches(rng, cohort.trained, cohort.steps, offsets, epochs=epochs, batch_size=batch_size)
-    out = []
-    for k in range(shards):
-        ids, steps, rows = cohort.trained[k::shards], cohort.steps[k::shards], batches[k::shards]
-        groups = []
-        for first in range(0, len(ids), group_size):
-            last = first + group_size
-            slots = bucket(len(ids[first:last]), group_size)
-            groups.append(
-                assemble_group(
-                    ids[first:last], steps[first:last], rows[first:last], offsets, batch_size=batch_size, slots=slots
-                )
-            )
-        out.append(groups)
-    return out

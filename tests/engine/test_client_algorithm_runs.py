@@ -164,7 +164,6 @@ def test_fedprox_needs_no_store_and_runs_anywhere():
     [
         ({"privacy": {"mechanism": "gaussian"}}, "DP"),
         ({"compute": {"device": "cpu", "isolation": "process"}}, "isolation"),
-        ({"compute": {"device": "cpu", "shards": 2}}, "shards"),
     ],
 )
 def test_a_stateful_client_algorithm_is_refused_where_its_state_cannot_go(sections, message):
