@@ -29,13 +29,13 @@ from orchestrator.experiments.limits import check_new_spec
 from orchestrator.experiments.records import Checkpoint, LogEntry, RoundMetric, checkpoint_folder
 from orchestrator.experiments.states import ACTIVE, FINISHED, Kind, Status, Visibility, check_team_visibility
 from orchestrator.external.models import CustomMetric, ExternalRun, MlflowExperiment, MlflowRun
-from orchestrator.fleet.sharding import RoundShard
+from orchestrator.fleet.gangs import Gang
 from orchestrator.fleet.workers import Worker, pick_queue
 from orchestrator.sweeps.models import Sweep
 
 __all__ = [
     "ACTIVE", "FINISHED", "Checkpoint", "check_team_visibility", "CustomMetric", "Experiment", "ExternalRun", "Kind",
-    "LogEntry", "MlflowExperiment", "MlflowRun", "RoundMetric", "RoundShard", "Status", "Visibility", "Worker", "Sweep", "checkpoint_folder",
+    "Gang", "LogEntry", "MlflowExperiment", "MlflowRun", "RoundMetric", "Status", "Visibility", "Worker", "Sweep", "checkpoint_folder",
 ]  # fmt: skip
 
 
@@ -272,6 +272,19 @@ class Experiment(models.Model):
             and self.lease_expires is not None
             and self.lease_expires >= timezone.now()
         )
+
+    def abandon(self, round_number: int, worker: str, pid: int) -> bool:
+        """Give back a claimed round that was not completed (a rank of its distributed group failed):
+        its lease ends and it is ready to be sent again at once, to the same worker first (affinity).
+        Only the holder can: a late caller whose claim was taken over changes nothing."""
+        return bool(
+            Experiment.objects.filter(
+                pk=self.pk, claimed_round=round_number, current_round=round_number - 1, worker=worker, claim_pid=pid
+            ).update(
+                claimed_round=round_number - 1, lease_expires=None, dispatched_round=round_number - 1,
+                dispatched_to="", ready_since=timezone.now(),
+            )
+        )  # fmt: skip
 
     def advance(self, round_number: int) -> bool:
         """Record that ``round_number`` is done. Exactly one of two racing deliveries gets True.

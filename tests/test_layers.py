@@ -5,7 +5,7 @@ Layers, lowest first (the README's architecture paragraph says the same):
 
 - ``engine``: ``fedweb_engine``, plain PyTorch, no Django;
 - ``domain``: experiments and their state machine, records, sweeps, the fleet (workers, queues,
-  policies, scheduling, sharding), the models, accounts' models and the events the domain
+  policies, scheduling, gangs), the models, accounts' models and the events the domain
   announces (``live.events``); plus fedweb's small helpers (env, inputs);
 - ``glue``: the Celery app and what runs in a worker process (tasks, rounds, heartbeats); it calls
   the domain, and the domain reaches it only by Celery task names and signals;

@@ -23,6 +23,7 @@ import torch
 from django.conf import settings
 
 from fedweb_engine.data import cache as data_cache
+from fedweb_engine.distributed.group import RankFailure
 from fedweb_engine.results.round_result import RoundResult
 from fedweb_engine.simulation.runner import Simulation
 from fedweb_engine.spec.schema import Spec
@@ -30,7 +31,7 @@ from fedweb_engine.state.client_rows import StateUnavailable
 from fedweb_engine.state.client_state import snapshot_folder
 from orchestrator.experiments.limits import datasets_root
 from orchestrator.models import Checkpoint, Experiment, checkpoint_folder
-from workers import round_state
+from workers import ranks, round_state
 from workers.oom import RoundFailed, with_retry  # noqa: F401  (tasks catch runtime.RoundFailed)
 from workers.progress import LogLine
 
@@ -39,10 +40,25 @@ from workers.progress import LogLine
 CACHE_SIZE = 2
 
 
+class RoundAborted(RuntimeError):
+    """A distributed round that a rank's failure stopped: not recorded, and sent again (not a failure
+    of the run: any group, of any size, runs it alike)."""
+
+
 @dataclass
 class _Entry:
     sim: Simulation
     group_size: int  # client group size in use (smaller than the spec's after an OOM)
+    ranks: ranks.RankHold | None = None  # the other ranks, for a run with compute.ranks > 1
+
+    def close(self) -> None:
+        self.release_ranks()
+        self.sim.close()
+
+    def release_ranks(self) -> None:
+        if self.ranks is not None:
+            self.ranks.close()
+            self.ranks = None
 
 
 _cache: OrderedDict[int, _Entry] = OrderedDict()
@@ -53,10 +69,31 @@ def train_round(experiment: Experiment, round_number: int, log_line: LogLine) ->
     half the client group size (workers.oom). Returns the round's result and the simulation."""
 
     def run(group_size: int | None) -> tuple[RoundResult, Simulation]:
-        sim = _simulation_for(experiment, round_number, log_line, group_size=group_size).sim
-        return sim.next_round(), sim
+        entry = _simulation_for(experiment, round_number, log_line, group_size=group_size)
+        if ranks.wanted_ranks(entry.sim) == 1:
+            entry.release_ranks()
+            return entry.sim.next_round(), entry.sim
+        if entry.ranks is None:
+            entry.ranks = ranks.open_hold(experiment, entry.sim, experiment.worker, log_line)
+        if entry.ranks is None:  # none free: one rank (the results are the same)
+            return entry.sim.next_round(), entry.sim
+        size = entry.ranks.size
+        try:
+            return ranks.run_round(entry.ranks, entry.sim), entry.sim
+        except RankFailure as e:
+            entry.ranks = None  # closed by ranks.run_round; the simulation is mid-round: dropped here
+            forget(experiment.pk)
+            raise RoundAborted(f"Round {round_number} on {size} ranks did not complete: {e}") from e
 
     return with_retry(experiment, round_number, log_line, run, forget)
+
+
+def release_ranks(experiment_id: int) -> None:
+    """Let the ranks of ``experiment_id`` go (its next round is not coming to this worker), keeping the
+    simulation: a gang's members are free for other work, a worker's own child ranks exit."""
+    entry = _cache.get(experiment_id)
+    if entry is not None:
+        entry.release_ranks()
 
 
 def simulation_at(
@@ -73,14 +110,14 @@ def _simulation_for(
     want = round_number - 1
     entry = _cache.pop(experiment.pk, None)
     if entry is not None and group_size is not None:
-        entry.sim.close()  # after an out-of-memory error: new trainers, from the published state
+        entry.close()  # after an out-of-memory error: new trainers, from the published state
         entry = None
     if entry is None or entry.sim.round != want:
         entry = _switch(experiment, want, entry, log_line, group_size or experiment.client_group_size)
     _cache[experiment.pk] = entry
     while len(_cache) > CACHE_SIZE:
         _, evicted = _cache.popitem(last=False)
-        evicted.sim.close()
+        evicted.close()
         _free_memory()
     return entry
 
@@ -97,7 +134,7 @@ def _switch(
         return _replay(experiment, want, entry, log_line, group_size)
     stale = state is None or (group_size is not None and entry is not None and entry.group_size > group_size)
     if entry is not None and stale:  # round 1 again (a run started over), or smaller groups after an OOM elsewhere
-        entry.sim.close()
+        entry.close()
         entry = None
     if entry is None:
         spec = _spec_of(experiment, state[1]["spec"]) if state else experiment.parsed_spec()
@@ -107,7 +144,7 @@ def _switch(
             entry.sim.load_state_dict(*state)
         except StateUnavailable as e:  # the per-client state's files are past round want: a checkpoint has it
             log_line("warning", f"Round {want + 1}: {e}")
-            entry.sim.close()
+            entry.close()
             return _replay(experiment, want, None, log_line, group_size)
     data = "data cached" if data_cache.shared.builds == builds else "data built"
     what = f"loaded the state of round {want}" if want > 0 else "built the simulation"
@@ -143,7 +180,7 @@ def _replay(
         origin = f"the simulation this worker holds at round {entry.sim.round}"
     else:
         if entry is not None:
-            entry.sim.close()
+            entry.close()
         entry, origin = None, "the start"
         for round_number, path in round_state.origins(experiment, want):
             state = round_state.read(path, round_number)
@@ -153,7 +190,7 @@ def _replay(
             try:
                 entry.sim.load_state_dict(*state)
             except StateUnavailable:  # its per-client state is gone (the files moved past it): older
-                entry.sim.close()
+                entry.close()
                 entry = None
                 continue
             kind = "state" if path.name.startswith("state-") else "checkpoint"
@@ -189,7 +226,7 @@ def client_state_folder(experiment: Experiment) -> Path:
 def forget(experiment_id: int) -> None:
     entry = _cache.pop(experiment_id, None)
     if entry is not None:
-        entry.sim.close()
+        entry.close()
         _free_memory()
 
 

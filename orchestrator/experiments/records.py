@@ -48,8 +48,8 @@ class RoundMetric(RoundFields):
 
     experiment = models.ForeignKey("orchestrator.Experiment", models.CASCADE, related_name="rounds")
     recorded = models.DateTimeField(default=timezone.now)
-    # When the worker claimed the round (null for rounds recorded before this field, and sharded
-    # ones): with ``recorded`` it spans the round's hold on a worker slot, so overlaps are facts.
+    # When the worker claimed the round (null for rounds recorded before this field, and for the
+    # sharded rounds of old): with ``recorded`` it spans the round's hold on a worker slot.
     claimed = models.DateTimeField(null=True, blank=True)
     worker = models.CharField(max_length=255, blank=True)  # the worker that ran it (plugin routing is checked on it)
 

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db.models import Avg, F, Max, Q
 from django.utils import timezone
 
-from orchestrator.fleet import policies
+from orchestrator.fleet import gangs, policies
 from orchestrator.fleet.placement import WorkerRoom
 from orchestrator.fleet.policies import Candidate, QueueView
 from orchestrator.models import ACTIVE, Experiment, RoundMetric, Worker
@@ -151,6 +151,9 @@ def live_rooms(queue: str, now: datetime) -> list[WorkerRoom]:
         room = rooms.get(worker if pk in holders else dispatched_to)
         if room is not None:
             room.in_flight_mem_mb.append(peaks.get(pk, (None, None))[1])
+    for hostname in gangs.busy_members(queue):  # a rank of another worker's round: its slot is taken
+        if hostname in rooms:
+            rooms[hostname].in_flight_mem_mb.append(None)
     return list(rooms.values())
 
 

@@ -4,7 +4,8 @@ A round is *ready* when its experiment is active and the round before it is reco
 resume, after each round). ``schedule(queue)`` sends ready rounds in the order of the queue's
 policy (``orchestrator.fleet.policies``: fifo, priority, srtf, fair, pack; FEDWEB_POLICY) while the queue
 has room: its live workers' slots minus rounds running under a live lease minus rounds sent and
-not yet claimed, a sharded round counting once per shard still sent or training. Everything it decides from is in the database (``orchestrator.fleet.candidates``), so
+not yet claimed, minus the workers serving as ranks of another's distributed rounds
+(``orchestrator.fleet.gangs``). Everything it decides from is in the database (``orchestrator.fleet.candidates``), so
 any process decides alike and a restart loses nothing. It runs after every recorded round (and
 after any round task, whatever its outcome), on start and resume, and in every worker's heartbeat,
 so a worker that comes alive starts work within a heartbeat.
@@ -49,12 +50,12 @@ from datetime import timedelta
 from celery import current_app as app  # the Celery app (fedweb.celery), by name: the domain imports no glue
 from celery.utils.nodenames import worker_direct
 from django.conf import settings
-from django.db.models import Count, F
+from django.db.models import F
 from django.dispatch import receiver
 from django.utils import timezone
 
 from orchestrator.external import liveness
-from orchestrator.fleet import candidates, placement, policies, sharding
+from orchestrator.fleet import candidates, gangs, placement, policies
 from orchestrator.fleet.workers import Worker, queue_name
 from orchestrator.models import ACTIVE, Experiment, round_ready
 
@@ -178,24 +179,11 @@ def _holders(experiments: list[Experiment], by: str) -> dict[int, str]:
 
 
 def _room(queue: str, now) -> int:
-    """Rounds the queue may start now: its live workers' slots minus the rounds in flight. With no live
-    worker, no limit: the broker holds the rounds until one comes (it then runs them in this order)."""
+    """Rounds the queue may start now: its live workers' slots minus the rounds in flight and the
+    gangs' members. With no live worker, no limit: the broker holds the rounds until one comes (it then
+    runs them in this order)."""
     slots = sum(w.slots for w in Worker.live() if queue in w.serve_queues())
-    return slots - candidates.busy_rounds(queue, now) - _extra_shards(queue) if slots else 1_000_000_000
-
-
-def _extra_shards(queue: str) -> int:
-    """Slots that sharded rounds take beyond the one ``busy_rounds`` counts per experiment: every shard
-    sent or training (not done) holds, or will hold, a worker's slot of the queue."""
-    rows = (
-        sharding.RoundShard.objects.filter(
-            experiment__queue=queue, experiment__status__in=ACTIVE, round=F("experiment__current_round") + 1, done=False
-        )
-        .values("experiment")
-        .annotate(n=Count("pk"))
-        .order_by()
-    )
-    return sum(row["n"] - 1 for row in rows)
+    return slots - candidates.busy_rounds(queue, now) - len(gangs.busy_members(queue)) if slots else 1_000_000_000
 
 
 def release(experiment, *, sent_at=None) -> bool:
@@ -245,7 +233,7 @@ def reconcile(now=None) -> list[tuple[int, int]]:
             continue
         if release(e, sent_at=e.dispatched_at):
             stuck.append((e, nxt, why))
-    sharding.reconcile(now, idle_queues)  # lost shards of rounds in flight, by the same rules
+    gangs.reconcile()  # gangs whose leader stopped answering, or whose run stopped
     liveness.mark_crashed(now)  # external runs gone silent, even while nobody opens a page
     sent = [pair for queue in _queues_with_ready_rounds() for pair in schedule(queue)]
     for e, nxt, why in stuck:
@@ -268,7 +256,6 @@ def _idle_queues() -> set[str]:
 def renew_leases(hostname: str, pids: list[int]) -> int:
     """Extend the leases of the rounds that ``hostname``'s live processes ``pids`` are running."""
     expires = timezone.now() + timedelta(seconds=settings.WORKER_LOST_AFTER)
-    sharding.renew_leases(hostname, pids)  # and the shards they hold
     return Experiment.objects.filter(worker=hostname, claim_pid__in=pids, claimed_round__gt=F("current_round")).update(
         lease_expires=expires
     )

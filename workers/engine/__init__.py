@@ -46,7 +46,6 @@ MOVED = {
     "checkpoint": "state.checkpoint",
     "runner": "simulation.runner",
     "simulation_state": "simulation.algorithm_share",
-    "shards": "simulation.shards",
     "codecs": "communication.codecs",
     "codec_components": "communication.codec_options",
     "privacy": "privacy.mechanism",
