@@ -1,10 +1,10 @@
 """``python -m benchmarks NAME [--size small|full] [--device D] [--precision P] [--real]``.
 
 Runs one benchmark (or ``all``), writes ``benchmarks/results/<name>-<size>-<devicekind>.json``
-(``$FEDWEB_BENCH_RESULTS`` overrides the folder) and prints a table row per benchmark. ``shards``, ``recovery``,
+(``$FEDWEB_BENCH_RESULTS`` overrides the folder) and prints a table row per benchmark. ``recovery``,
 ``socket_close``, ``viewers``, ``ingest_live``, ``e2e_overhead`` and ``scheduling --real`` start real processes on
-the Redis at ``$REDIS_URL``; ``all`` leaves those out, ``client_log`` (which times no engine) and ``client_state``
-(minutes of disk I/O).
+the Redis at ``$REDIS_URL``; ``all`` leaves those out, ``distributed`` (minutes of fresh processes), ``client_log``
+(which times no engine) and ``client_state`` (minutes of disk I/O).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from benchmarks import (
     algorithms,
     client_log,
     client_state,
+    distributed,
     e2e_overhead,
     engine_overhead,
     flute_femnist,
@@ -27,7 +28,6 @@ from benchmarks import (
     recovery,
     round_state,
     scheduling,
-    shards,
     socket_close,
     tff_accelerators,
     viewers,
@@ -45,7 +45,7 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "round_state": round_state.run,
     "client_state": client_state.run,
     "scheduling": scheduling.run,
-    "shards": shards.run,
+    "distributed": distributed.run,
     "recovery": recovery.run,
     "socket_close": socket_close.run,
     "viewers": viewers.run,
@@ -57,7 +57,7 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
 # Left out of `all`: they need a Redis and start worker or daphne processes, or (client_log, algorithms)
 # time no engine, or (client_state) write and read tens of GB of per-client rows over minutes.
 NOT_IN_ALL = {
-    "shards", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead", "client_state", "ingest_live",
+    "distributed", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead", "client_state", "ingest_live",
     "algorithms",
 }  # fmt: skip
 
