@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db import transaction
 
 from orchestrator.experiments.leak import latest_leak_warnings, reads_memory
+from orchestrator.fleet.gangs import role_of
 from orchestrator.fleet.queues import queue_states, waiting_for
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class WorkerEvent(TypedDict):
     current_experiment_id: int | None  # None also when the viewer may not read that experiment
     current_experiment_name: str  # "" likewise
     busy: bool
+    gang: dict | None  # {"rank", "ranks", "leader", "members"} while it is a rank of a gang
     lost: bool
     lost_at: str  # when it counts as lost if no heartbeat comes: the page marks it then by itself
 
@@ -157,7 +159,8 @@ def log_event(event) -> LogEvent:
     }
 
 
-def worker_event(worker) -> WorkerEvent:
+def worker_event(worker, gangs: list | None = None) -> WorkerEvent:
+    """``gangs``: the current gangs when the caller read them once for many workers (else read here)."""
     return {
         "type": "worker",
         "hostname": worker.hostname,
@@ -168,6 +171,7 @@ def worker_event(worker) -> WorkerEvent:
         "current_experiment_id": worker.current_experiment_id,
         "current_experiment_name": worker.current_experiment.name if worker.current_experiment_id else "",
         "busy": worker.current_experiment_id is not None,
+        "gang": role_of(worker.hostname, gangs),  # a rank of a distributed run's group, or None
         "lost": worker.is_lost,
         "lost_at": (worker.last_heartbeat + timedelta(seconds=settings.WORKER_LOST_AFTER)).isoformat(),
     }
