@@ -164,8 +164,9 @@ def _build(experiment: Experiment, spec: Spec, log_line: LogLine, group_size: in
     # Built at the group size it will run with: never at the full size first (after an OOM). The
     # per-client state lives with the experiment's files, where every worker finds it.
     sim = Simulation(
-        spec, data_root=datasets_root(), client_group_size=group_size, client_state_dir=client_state_folder(experiment)
-    )
+        spec, device=ranks.rank0_device(spec), data_root=datasets_root(), client_group_size=group_size,
+        client_state_dir=client_state_folder(experiment),
+    )  # fmt: skip
     for note in sim.notes:  # e.g. a plugin model that trains sequentially, and why
         log_line("warning", note)
     return _Entry(sim, sim.spec.compute.client_group_size)
