@@ -113,6 +113,8 @@ def _simulation_for(
         entry.close()  # after an out-of-memory error: new trainers, from the published state
         entry = None
     if entry is None or entry.sim.round != want:
+        if entry is not None:
+            entry.release_ranks()  # they hold the simulation at its old round: a new hold forms if asked
         entry = _switch(experiment, want, entry, log_line, group_size or experiment.client_group_size)
     _cache[experiment.pk] = entry
     while len(_cache) > CACHE_SIZE:
