@@ -173,7 +173,8 @@ def serve_rank(experiment_id: int, gang_id: int, rank: int, size: int, address: 
         store = dist.TCPStore(host, int(port), size, False, timeout=_seconds(settings.FEDWEB_RANK_JOIN_TIMEOUT))
         why = serve(
             store, rank, size, device=device, label=f"{worker} {device}", idle_timeout=settings.FEDWEB_GANG_IDLE,
-            data_root=str(datasets_root()), on_round_start=lambda r: faults.crash_point("rank-round", r),
+            data_root=str(datasets_root()), address=settings.FEDWEB_RANK_ADDRESS or None,
+            on_round_start=lambda r: faults.crash_point("rank-round", r),
         )  # fmt: skip
     except (RankFailure, dist.DistStoreError, ConnectionError, RuntimeError) as e:
         why = f"failed: {e}"

@@ -67,7 +67,7 @@ class LocalMembers:
             command = [
                 sys.executable, "-m", MODULE, "--store", f"127.0.0.1:{port}", "--rank", str(rank),
                 "--size", str(len(devices)), "--device", str(devices[rank]), "--threads", str(threads),
-                "--label", f"{label} {devices[rank]}",
+                "--label", f"{label} {devices[rank]}", "--address", "127.0.0.1",
             ] + (["--data-root", data_root] if data_root else [])  # fmt: skip
             env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
             members.processes[rank] = subprocess.Popen(command, env=env, preexec_fn=_die_with_parent)
