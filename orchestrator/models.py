@@ -29,13 +29,13 @@ from orchestrator.experiments.states import ACTIVE, FINISHED, Kind, Status, Visi
 from orchestrator.external.models import CustomMetric, ExternalRun, MlflowExperiment, MlflowRun
 from orchestrator.fleet.sharding import RoundShard
 from orchestrator.fleet.workers import Worker, pick_queue
-from orchestrator.sweeps.models import Sweep
+from orchestrator.sweeps.models import Sweep, Trial
 from workers.engine.provenance import spec_provenance
 from workers.engine.spec import Spec, SpecError
 
 __all__ = [
     "ACTIVE", "FINISHED", "Checkpoint", "check_team_visibility", "CustomMetric", "Experiment", "ExternalRun", "Kind",
-    "LogEntry", "MlflowExperiment", "MlflowRun", "RoundMetric", "RoundShard", "Status", "Visibility", "Worker", "Sweep", "checkpoint_folder",
+    "LogEntry", "MlflowExperiment", "MlflowRun", "RoundMetric", "RoundShard", "Status", "Visibility", "Worker", "Sweep", "Trial", "checkpoint_folder",
 ]  # fmt: skip
 
 
@@ -68,6 +68,8 @@ class Experiment(models.Model):
     tags = models.JSONField(default=list, blank=True)
     # The sweep it is one run of; deleting the sweep deletes its runs.
     sweep = models.ForeignKey(Sweep, models.CASCADE, null=True, blank=True, related_name="experiments")
+    # The configuration of a search it is one seed of (orchestrator.sweeps.search).
+    trial = models.ForeignKey(Trial, models.SET_NULL, null=True, blank=True, related_name="runs")
     spec = models.JSONField(validators=[validate_spec])
     # The plugin components the spec uses, as created: [{"kind", "name", "plugin", "version", "hash"}].
     # Its rounds run only on workers with that same plugin source (orchestrator.fleet.scheduling).

@@ -13,6 +13,7 @@ from orchestrator.fleet import sharding
 from orchestrator.fleet.scheduling import release, schedule
 from orchestrator.live import events
 from orchestrator.models import ACTIVE, Experiment, RoundMetric, Worker
+from orchestrator.sweeps import search
 from workers import faults, progress, runtime
 from workers.engine.provenance import label, missing
 from workers.engine.registry import installed_plugins
@@ -105,9 +106,13 @@ def finish_round(experiment, round_number: int, metrics: dict, *, sharded: bool 
         sharding.forget_round(experiment.pk, round_number)  # its shard rows and partial sums
     faults.crash_point("after-record", round_number)
     events.publish_round(experiment.pk, {**metrics, "worker": experiment.worker})  # as RoundMetric.record has it
-    if experiment.current_round >= experiment.total_rounds:
+    done = experiment.current_round >= experiment.total_rounds
+    if done:
         runtime.forget(experiment.pk)
         experiment.complete()
+    if experiment.trial_id is not None:
+        search.reported(experiment)  # a search decides at this boundary: it may pause the run at a rung
+    if done:
         return None
     if experiment.status not in ACTIVE:
         runtime.forget(experiment.pk)  # paused or cancelled at this boundary: free the memory

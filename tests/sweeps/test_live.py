@@ -13,7 +13,7 @@ from django.urls import reverse
 from orchestrator.live import events
 from orchestrator.live.sweeps import SweepConsumer
 from orchestrator.models import Experiment, RoundMetric, Sweep
-from orchestrator.sweeps.expand import create_sweep
+from orchestrator.sweeps.create import create_sweep
 from orchestrator.web.views.sweep_sharing import apply_sharing
 from tests.accounts.world import PASSWORD, fast_password_hashing, make_world, metrics  # noqa: F401
 from tests.conftest import TINY_SPEC
