@@ -3,11 +3,13 @@
 On the algorithms benchmark's workloads (``benchmarks.algorithms``: digits on 2-class shards, 50
 clients, and Synthetic(1, 1), 30 clients; a logistic model, 10 clients a round, E = 2, B = 20), a
 sweep of 12 configurations (client lr 0.01 / 0.05 / 0.2 x client algorithm FedAvg / FedProx /
-SCAFFOLD / FedDyn) x 2 seeds (``--size full``: 3) over 27 rounds is run three ways:
+SCAFFOLD / FedDyn) x 2 seeds over R rounds is run three ways:
 
 - **grid**: every configuration, every seed, every round;
-- **asha**: successive halving, rungs at 3 and 9 rounds (η = 3), the top 1/3 of a rung continues;
-- **median**: median stopping from round 3 on, every 3 rounds.
+- **asha**: successive halving, rungs at R/9 and R/3 rounds (η = 3), the top 1/3 of a rung continues;
+- **median**: median stopping from round R/9 on, every R/9 rounds.
+
+``--size small``: R = 27 (rungs at 3 and 9); ``--size full``: R = 81 (rungs at 9 and 27).
 
 Every way is a real FedWeb sweep (its own SQLite database) whose rounds run through the round task's
 own function (``workers.rounds.execute_round``: claim, train, publish the round state, record, and
@@ -15,7 +17,7 @@ the search's decision at the boundary), one round at a time in the fifo policy's
 process with one torch thread: a stopped run is paused and a promoted one loads its round state, as on
 a worker. Decisions use each configuration's mean over its seeds of its last 3 evaluated test
 accuracies. A configuration's **final accuracy** is the mean over its seeds of its test accuracy at
-round 27; the grid's best is the reference. A way **picks** the configuration with the best search
+round R; the grid's best is the reference. A way **picks** the configuration with the best search
 value among those it trained in full.
 
 Reported per dataset and way: rounds trained (and their ratio to the grid's), wall and CPU seconds,
@@ -40,15 +42,24 @@ from typing import Any
 from benchmarks.common import Options
 
 ROOT = Path(__file__).resolve().parents[1]
-SIZES = {"small": {"seeds": [0, 1]}, "full": {"seeds": [0, 1, 2]}}
-ROUNDS = 27
+# The first rung at R / eta^2 rounds: ASHA's rungs at R/9 and R/3, then the full length.
+SIZES = {
+    "small": {"seeds": [0, 1], "rounds": 27, "first_rung": 3},
+    "full": {"seeds": [0, 1], "rounds": 81, "first_rung": 9},
+}
 LRS = [0.01, 0.05, 0.2]
 CLIENTS = ["fedavg", "fedprox", "scaffold", "feddyn"]  # their options at their defaults: mu = alpha = 0.01
-WAYS = {
-    "grid": ("none", None),
-    "asha": ("asha", {"first_rung": 3, "eta": 3, "last_k": 3}),
-    "median": ("median", {"first_rung": 3, "last_k": 3}),
-}
+ETA, LAST_K = 3, 3
+
+
+def ways(first_rung: int) -> dict[str, tuple[str, dict | None]]:
+    return {
+        "grid": ("none", None),
+        "asha": ("asha", {"first_rung": first_rung, "eta": ETA, "last_k": LAST_K}),
+        "median": ("median", {"first_rung": first_rung, "last_k": LAST_K}),
+    }
+
+
 DATA = {
     "digits": {"name": "digits", "num_clients": 50},
     "synthetic": {"name": "synthetic", "options": {"alpha": 1.0, "beta": 1.0}, "num_clients": 30},
@@ -56,10 +67,10 @@ DATA = {
 GOAL_ROUNDS, GOAL_POINTS = 1 / 3, 0.5
 
 
-def base_spec(dataset: str) -> dict[str, Any]:
+def base_spec(dataset: str, rounds: int) -> dict[str, Any]:
     """The algorithms benchmark's workload as a sweep's base spec."""
     return {
-        "seed": 0, "rounds": ROUNDS,
+        "seed": 0, "rounds": rounds,
         "data": {**DATA[dataset], "partition": "shards", "shards_per_client": 2},
         "model": {"name": "logistic"}, "algorithm": {"name": "fedavg"},
         "participation": {"clients_per_round": 10}, "local": {"epochs": 2, "batch_size": 20, "lr": 0.05},
@@ -74,11 +85,11 @@ def run(opts: Options) -> dict[str, Any]:
         **{k: v for k, v in os.environ.items() if k != "DATABASE_URL"},
         "DJANGO_SETTINGS_MODULE": "fedweb.settings", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
         "DATABASE_URL": f"sqlite:///{folder / 'db.sqlite3'}", "FEDWEB_DATA_DIR": str(folder / "data"),
-        "CHECKPOINT_EVERY": str(ROUNDS),  # a full checkpoint at the end only, as a long run has few
+        "CHECKPOINT_EVERY": str(SIZES[opts.size]["rounds"]),  # a full checkpoint at the end only, as a long run
     }  # fmt: skip
     try:
         subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
-        payload = json.dumps({"seeds": SIZES[opts.size]["seeds"]})
+        payload = json.dumps(SIZES[opts.size])
         proc = subprocess.run([sys.executable, "-m", "benchmarks.search"], cwd=ROOT, env=env, input=payload,
                               capture_output=True, text=True, check=False)  # fmt: skip
         if proc.returncode != 0:
@@ -86,10 +97,10 @@ def run(opts: Options) -> dict[str, Any]:
         table = json.loads(proc.stdout.strip().splitlines()[-1])
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return record(table, SIZES[opts.size]["seeds"])
+    return record(table, SIZES[opts.size])
 
 
-def record(table: dict[str, Any], seeds: list[int]) -> dict[str, Any]:
+def record(table: dict[str, Any], size: dict[str, Any]) -> dict[str, Any]:
     asha = [table[d]["ways"]["asha"] for d in DATA]
     met = all(w["rounds_ratio"] <= GOAL_ROUNDS and w["gap_points"] <= GOAL_POINTS for w in asha)
     wall = sum(w["wall_seconds"] for d in DATA for w in table[d]["ways"].values())
@@ -106,8 +117,8 @@ def record(table: dict[str, Any], seeds: list[int]) -> dict[str, Any]:
         "anchor_ratio": max(w["rounds_ratio"] for w in asha), "anchor_summary": summary,
         "goal": f"ASHA <= {GOAL_ROUNDS:.3f} of the grid's rounds and within {GOAL_POINTS} points of its best, "
                 "on both datasets", "goal_met": met,
-        "seeds": seeds, "settings": {"rounds": ROUNDS, "lrs": LRS, "clients": CLIENTS, "ways": WAYS,
-                                     "data": DATA, "base": base_spec("digits")},
+        "seeds": size["seeds"], "settings": {**size, "lrs": LRS, "clients": CLIENTS, "ways": ways(size["first_rung"]),
+                                             "data": DATA, "base": base_spec("digits", size["rounds"])},
         "note": "one in-process worker, one torch thread, on a shared 2-core machine: wall times include "
                 "its load; CPU seconds are the driver's own",
         "results": table,
@@ -131,7 +142,9 @@ def drive(payload: dict[str, Any]) -> dict[str, Any]:
     from benchmarks import search_ways
 
     owner = bench_user("search")
-    return {dataset: search_ways.compare(owner, dataset, base_spec(dataset), payload["seeds"]) for dataset in DATA}
+    rounds, plan = payload["rounds"], ways(payload["first_rung"])
+    return {dataset: search_ways.compare(owner, dataset, base_spec(dataset, rounds), payload["seeds"], plan)
+            for dataset in DATA}  # fmt: skip
 
 
 if __name__ == "__main__":

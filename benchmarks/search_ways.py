@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db.models import F
 
-from benchmarks.search import CLIENTS, LRS, ROUNDS, WAYS  # read here, so a test can shrink them
+from benchmarks.search import CLIENTS, LRS  # read here, so a test can shrink them
 from orchestrator.models import ACTIVE, Experiment, LogEntry, RoundMetric
 from orchestrator.sweeps import values
 from orchestrator.sweeps.create import create_sweep
@@ -47,14 +47,14 @@ def _accuracies(run_ids: list[int]) -> dict[int, dict[int, float]]:
     return out
 
 
-def _figures(sweep, wall: float, cpu: float) -> dict[str, Any]:
+def _figures(sweep, wall: float, cpu: float, rounds: int) -> dict[str, Any]:
     runs = list(sweep.experiments.order_by("pk"))
     configs: dict[tuple, list[Experiment]] = {}
     for e in runs:
         configs.setdefault(_config(e), []).append(e)
     acc = _accuracies([e.pk for e in runs])
     full = {c: rs for c, rs in configs.items() if all(e.status == "completed" for e in rs)}
-    scored = {c: values.value_at([e.pk for e in rs], TARGET, ROUNDS, LAST_K) for c, rs in full.items()}
+    scored = {c: values.value_at([e.pk for e in rs], TARGET, rounds, LAST_K) for c, rs in full.items()}
     pick = max(scored, key=lambda c: scored[c]) if scored else None
     messages = list(LogEntry.objects.filter(experiment__sweep=sweep).values_list("message", flat=True))
     return {
@@ -63,7 +63,7 @@ def _figures(sweep, wall: float, cpu: float) -> dict[str, Any]:
         "wall_seconds": wall, "cpu_seconds": cpu, "configurations_in_full": len(full),
         "pick": dict(zip(FIELDS, pick, strict=True)) if pick else None,
         "pick_value": scored.get(pick),
-        "final_accuracy": {_label(c): statistics.fmean(acc[e.pk][ROUNDS] for e in rs) for c, rs in full.items()},
+        "final_accuracy": {_label(c): statistics.fmean(acc[e.pk][rounds] for e in rs) for c, rs in full.items()},
         "stopped_runs": sum(1 for e in runs if e.status == "paused"),
         "promotions": sum(1 for m in messages if m.startswith("Promoted by the search")),
         "replayed": sum(1 for m in messages if "replaying" in m),
@@ -75,17 +75,18 @@ def _label(config: tuple) -> str:
     return " ".join(f"{f.rsplit('.', 1)[-1]}={v}" for f, v in zip(FIELDS, config, strict=True))
 
 
-def compare(owner, dataset: str, base: dict, seeds: list[int]) -> dict[str, Any]:
+def compare(owner, dataset: str, base: dict, seeds: list[int], plan: dict) -> dict[str, Any]:
+    """Each way of ``plan`` ({way: (stopping, search settings)}) as a sweep of ``base``, then its figures."""
     axes = {"local.lr": LRS, "algorithm.client.name": CLIENTS, "seed": seeds}
     ways: dict[str, dict] = {}
-    for way, (stopping, search) in WAYS.items():
+    for way, (stopping, search) in plan.items():
         sweep = create_sweep(owner=owner, name=f"{dataset} {way}", base=base, axes=axes, stopping=stopping,
                              search=search, start=False)  # fmt: skip
         for e in sweep.experiments.order_by("pk"):
             e.start(enqueue=False)  # the inline queue: this process runs its rounds, no broker
         t0, c0 = time.perf_counter(), time.process_time()
         run_rounds(sweep)
-        ways[way] = _figures(sweep, time.perf_counter() - t0, time.process_time() - c0)
+        ways[way] = _figures(sweep, time.perf_counter() - t0, time.process_time() - c0, base["rounds"])
         print(f"search: {dataset} {way}: {ways[way]['rounds']} rounds in {ways[way]['wall_seconds']:.0f} s",
               file=sys.stderr, flush=True)  # fmt: skip
     grid = ways["grid"]

@@ -26,6 +26,9 @@ def state_text(trial, rule: decide.Rule, runs: list, records: list[decide.Record
     if trial.state == TrialState.STOPPED and rung:
         return f"stopped at rung {rung} (rank {rank} of {of})"
     if trial.state == TrialState.RUNNING:
+        reached = [s for s in trial.values if int(s) > (trial.rung or 0)]
+        if reached and rule.stopping == "asha":
+            return f"waits at rung {search.rung_number(rule, int(reached[0]))} for the configurations still below it"
         if any(r.status == Status.PAUSED for r in runs):
             return "waits at a rung for its other seeds"
         return f"running (rung {rung}: rank {rank} of {of})" if rung else "running"

@@ -108,29 +108,60 @@ def _judge(sweep: Sweep, trial: Trial, run: Experiment) -> bool:
     if trial.state == TrialState.MANUAL:
         return False
     rule = rule_of(sweep, total)
-    decided = max((int(s) for s in trial.values), default=0)
-    step = next((s for s in decide.decision_rounds(rule) if s > decided), None)
+    step = next((s for s in decide.decision_rounds(rule) if s > (trial.rung or 0)), None)
     if step is None:
         return False  # past its last rung: it runs to its end
-    waiting = [r for r in alive if r.current_round < step]
-    if waiting:
+    behind = [r for r in alive if r.current_round < step]
+    if behind:
         if run in alive and run.current_round == step and run.status in ACTIVE and run.pause(by=BY):
-            there = len(alive) - len(waiting)
+            there = len(alive) - len(behind)
             run.log("info", f"Waits at rung {rung_number(rule, step)} (round {step}) for its other seeds "
                             f"({there} of {len(alive)} there)")  # fmt: skip
             return True
         return False
-    _decide(sweep, trial, alive, rule, step, options)
+    if str(step) not in trial.values:  # its value there, as every decision at this rung will read it
+        value = values.value_at([r.pk for r in alive], options.target, step, options.last_k)
+        trial.values = {**trial.values, str(step): value}
+        trial.save(update_fields=["values"])
+    if sweep.stopping == "asha" and (below := _below(sweep, step)):
+        if run.current_round == step and run.status in ACTIVE and run.pause(by=BY):
+            there = sweep.trials.filter(state=TrialState.RUNNING, values__has_key=str(step)).count()
+            run.log("info", f"Waits at rung {rung_number(rule, step)} (round {step}) for the configurations still "
+                            f"below it ({there} there, {below} on their way)")  # fmt: skip
+        return True
+    _decide(sweep, trial, alive, rule, step)
     return True
 
 
-def _decide(sweep: Sweep, trial: Trial, alive: list[Experiment], rule: decide.Rule, step: int, options) -> None:
-    trial.values = {**trial.values, str(step): values.value_at([r.pk for r in alive], options.target, step,
-                                                               options.last_k)}  # fmt: skip
-    trial.save(update_fields=["values"])
+def _below(sweep: Sweep, step: int) -> int:
+    """How many running configurations have not reached decision round ``step`` yet."""
+    return sum(
+        1 for t in sweep.trials.filter(state=TrialState.RUNNING) if str(step) not in t.values and (t.rung or 0) < step
+    )
+
+
+def _settle(sweep: Sweep) -> bool:
+    """ASHA judges a rung once no running configuration is still below it: then every configuration
+    waiting there is judged against all that reached it (with a grid's known configurations, this is
+    synchronous successive halving; TPE's, made one by one, meet a rung alone: asynchronous)."""
+    if sweep.stopping != "asha":
+        return False
+    for trial in sweep.trials.filter(state=TrialState.RUNNING).order_by("number"):
+        runs = [r for r in trial.runs.order_by("pk") if r.status not in GONE]
+        rule = rule_of(sweep, max((r.total_rounds for r in runs), default=1))
+        step = next((s for s in decide.decision_rounds(rule) if s > (trial.rung or 0)), None)
+        at = step is not None and str(step) in trial.values and all(r.current_round >= step for r in runs)
+        if runs and at and not _below(sweep, step):
+            _decide(sweep, trial, runs, rule, step)
+            return True
+    return False
+
+
+def _decide(sweep: Sweep, trial: Trial, alive: list[Experiment], rule: decide.Rule, step: int) -> None:
+    """Judge ``trial`` at decision round ``step`` (its value there is stored): stop it (its runs
+    paused where they are) or let it go on (its runs paused at the rung resume)."""
     all_records = records(sweep)
-    judged = record(trial)
-    stop = decide.should_stop(rule, all_records, judged, step)
+    stop = decide.should_stop(rule, all_records, record(trial), step)
     rank, of = decide.rank(all_records, trial.number, step, rule.direction)
     where = f"rung {rung_number(rule, step)} (round {step}, rank {rank} of {of})"
     trial.rung, trial.rank, trial.ranked = step, rank, of
@@ -177,7 +208,10 @@ def _keep_going(sweep: Sweep) -> bool:
     """New TPE configurations while the budget allows; the last resort promotion when nothing runs."""
     if sweep.cancelled:
         return False
-    made = _fill(sweep) if sweep.mode == "tpe" else False
+    made = False
+    while _settle(sweep):  # a rung may have filled: a configuration below it stopped, failed or arrived
+        made = True
+    made = (_fill(sweep) if sweep.mode == "tpe" else False) or made
     if Experiment.objects.filter(sweep=sweep, status__in=ACTIVE).exists():
         return made
     if sweep.trials.filter(state__in=[TrialState.COMPLETED, TrialState.MANUAL]).exists():

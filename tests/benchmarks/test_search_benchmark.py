@@ -6,7 +6,7 @@ import pytest
 
 from benchmarks import search_ways
 from benchmarks.__main__ import BENCHMARKS, NOT_IN_ALL
-from benchmarks.search import DATA, GOAL_POINTS, base_spec, record
+from benchmarks.search import DATA, GOAL_POINTS, SIZES, base_spec, record
 
 pytestmark = pytest.mark.django_db
 
@@ -17,13 +17,10 @@ def test_it_is_registered_but_left_out_of_all():
 
 def test_a_search_trains_fewer_rounds_than_the_grid_and_each_of_them_as_the_grid_did(user, monkeypatch, settings):
     settings.CHECKPOINT_EVERY = 100
-    monkeypatch.setattr(search_ways, "ROUNDS", 6)
     monkeypatch.setattr(search_ways, "LRS", [0.2, 0.01])
     monkeypatch.setattr(search_ways, "CLIENTS", ["fedavg", "scaffold"])  # SCAFFOLD: per-client state resumed too
-    monkeypatch.setattr(search_ways, "WAYS", {"grid": ("none", None),
-                                              "asha": ("asha", {"first_rung": 1, "eta": 2, "last_k": 2})})  # fmt: skip
-    base = {**base_spec("digits"), "rounds": 6}
-    table = search_ways.compare(user, "digits", base, [0])
+    plan = {"grid": ("none", None), "asha": ("asha", {"first_rung": 1, "eta": 2, "last_k": 2})}
+    table = search_ways.compare(user, "digits", base_spec("digits", 6), [0], plan)
     grid, asha = table["ways"]["grid"], table["ways"]["asha"]
     assert grid["rounds"] == 4 * 6 and grid["configurations_in_full"] == 4
     assert asha["rounds"] < grid["rounds"] and asha["rounds_ratio"] == asha["rounds"] / 24
@@ -36,6 +33,6 @@ def test_a_search_trains_fewer_rounds_than_the_grid_and_each_of_them_as_the_grid
 def test_the_record_says_whether_the_goal_was_met():
     way = {"rounds_ratio": 0.3, "gap_points": 0.2, "wall_seconds": 1.0}
     table = {d: {"ways": {"grid": way, "asha": way, "median": way}} for d in DATA}
-    assert record(table, [0, 1])["goal_met"] is True
+    assert record(table, SIZES["small"])["goal_met"] is True
     table["synthetic"]["ways"]["asha"] = {**way, "gap_points": GOAL_POINTS + 0.01}
-    assert record(table, [0, 1])["goal_met"] is False
+    assert record(table, SIZES["small"])["goal_met"] is False

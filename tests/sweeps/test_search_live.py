@@ -53,8 +53,10 @@ def _messages(runs, pattern: str) -> list[str]:
 def test_an_asha_sweep_pauses_the_losers_with_their_state_and_promotes_without_retraining(user, workers):
     workers.start("w1")
     spec = {**TINY_SPEC, "rounds": 4}
+    # Rungs at rounds 1 and 3 (eta = 3): the best of the four goes past round 1, meets round 3 alone and is
+    # stopped there (fewer than eta reached it), then promoted, nothing else being left to run.
     sweep = create_sweep(owner=user, name="asha", base=spec, axes={"local.lr": LRS, "seed": [0, 1]},
-                         stopping="asha", search={"first_rung": 1, "eta": 2, "last_k": 2}, max_workers=2)  # fmt: skip
+                         stopping="asha", search={"first_rung": 1, "eta": 3, "last_k": 2}, max_workers=2)  # fmt: skip
     runs = _settled(sweep, "the ASHA sweep to settle")
 
     stopped = [r for r in runs if r.status == "paused"]
