@@ -110,12 +110,13 @@ def finish_round(experiment, round_number: int, metrics: dict, *, sharded: bool 
     if done:
         runtime.forget(experiment.pk)
         experiment.complete()
-    if experiment.trial_id is not None:
-        search.reported(experiment)  # a search decides at this boundary: it may pause the run at a rung
+    # A search decides at this boundary: it may hold the run at a rung (paused) for its other seeds.
+    held = search.reported(experiment) if experiment.trial_id is not None else False
     if done:
         return None
     if experiment.status not in ACTIVE:
-        runtime.forget(experiment.pk)  # paused or cancelled at this boundary: free the memory
+        if not held:  # one held at a rung stays in the bounded cache: it goes on soon, without a reload
+            runtime.forget(experiment.pk)  # paused or cancelled at this boundary: free the memory
         events.publish_status(experiment)
         return None
     return experiment

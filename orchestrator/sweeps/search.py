@@ -60,21 +60,24 @@ def record(trial: Trial) -> decide.Record:
     return decide.Record(trial.number, trial.state, steps, trial.value, trial.params)
 
 
-def reported(experiment: Experiment) -> None:
-    """A run of a search reported a round, failed or was cancelled: decide what follows."""
+def reported(experiment: Experiment) -> bool:
+    """A run of a search reported a round, failed or was cancelled: decide what follows. True when
+    the run is held at a rung (paused while its configuration still runs: it goes on soon)."""
     if experiment.sweep_id is None or experiment.trial_id is None:
-        return
+        return False
     with transaction.atomic():
         sweep = Sweep.objects.select_for_update().filter(pk=experiment.sweep_id).first()
         trial = Trial.objects.filter(pk=experiment.trial_id).first()
         if sweep is None or trial is None or not sweep.is_search:
-            return
+            return False
         experiment.refresh_from_db()
         changed = _judge(sweep, trial, experiment)
         changed = _keep_going(sweep) or changed
+        trial.refresh_from_db()
     experiment.refresh_from_db()
     if changed:
         events.publish_search(sweep.pk)
+    return experiment.status == Status.PAUSED and trial.state == TrialState.RUNNING
 
 
 @receiver(status_changed, dispatch_uid="fedweb-search-run-gone")

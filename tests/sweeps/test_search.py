@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.models import Experiment, RoundMetric, Trial
+from orchestrator.models import CustomMetric, Experiment, RoundMetric, Trial
 from orchestrator.sweeps import search
 from orchestrator.sweeps.create import create_sweep
 from tests.conftest import TINY_SPEC
@@ -193,3 +193,14 @@ def test_a_cancelled_search_promotes_nothing(user):
     sweep.cancel(by="alice")
     assert set(sweep.experiments.values_list("status", flat=True)) == {"cancelled"}
     assert not sweep.trials.filter(state="running").exists()
+
+
+def test_a_custom_metric_is_the_target_when_named_so(user):
+    sweep = _sweep(user, lrs=[0.1, 0.05], target="custom:val/loss")
+    assert sweep.search["direction"] == "minimize"
+    for lr, loss in ((0.1, 0.8), (0.05, 0.2)):  # their test_accuracy is the same: only this tells them apart
+        for run in _runs(sweep, lr):
+            CustomMetric.objects.create(experiment=run, round=1, values={"val/loss": loss, "other": 9.0})
+            _report(run, 1)
+    assert _trial(sweep, 0.05).values == {"1": pytest.approx(0.2)}
+    assert _trial(sweep, 0.05).state == "running" and _trial(sweep, 0.1).state == "stopped"
