@@ -221,11 +221,14 @@ class Experiment(models.Model):
         self._status_changed()
         return True
 
-    def resume(self, *, by: str = "") -> bool:
+    def resume(self, *, by: str = "", keep_place: bool = False) -> bool:
+        """Queue a paused run again: at the back of its queue, or, with ``keep_place`` (a search that
+        held it at a rung: no one's decision to leave), where it was before."""
         if self.kind == Kind.EXTERNAL:  # its rounds are reported, never scheduled
             return False
         now = timezone.now()
-        if not self._transition([Status.PAUSED], status=Status.QUEUED, queued_at=now, ready_since=now):
+        place = {} if keep_place else {"queued_at": now}
+        if not self._transition([Status.PAUSED], status=Status.QUEUED, ready_since=now, **place):
             return False
         self.log("info", f"Resumed at round {self.current_round + 1}" + (f" by {by}" if by else ""))
         self._status_changed()

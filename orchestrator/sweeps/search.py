@@ -179,7 +179,7 @@ def _decide(sweep: Sweep, trial: Trial, alive: list[Experiment], rule: decide.Ru
         trial.save(update_fields=["rung", "rank", "ranked"])
         for r in alive:
             if r.status == Status.PAUSED and r.current_round == step:
-                r.resume(by=BY)
+                r.resume(by=BY, keep_place=True)
             r.log("info", f"Continues past {where}")
     if not sweep.cancelled:
         _promote(sweep, step)
@@ -204,7 +204,7 @@ def _run_on(trial: Trial, runs: list[Experiment], why: str, *, rank: int, of: in
     trial.save(update_fields=["state", "rank", "ranked"])
     for r in runs:
         r.log("info", f"{why}: continues from its round state")
-        r.resume(by=BY)
+        r.resume(by=BY, keep_place=True)
 
 
 def _keep_going(sweep: Sweep) -> bool:

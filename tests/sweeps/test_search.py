@@ -70,6 +70,7 @@ def test_a_run_waits_at_its_rung_for_its_seeds_and_a_configuration_for_the_other
     states = {lr: (_trial(sweep, lr).state, _trial(sweep, lr).rank) for lr in LRS}
     assert states == {0.01: ("running", 1), 0.1: ("running", 2), 0.05: ("stopped", 3), 0.005: ("stopped", 4)}
     assert {r.status for r in _runs(sweep, 0.1)} == {"queued"}  # paused at the rung, now on again
+    assert [r.queued_at for r in _runs(sweep, 0.1)] == [first.queued_at, second.queued_at]  # in its place
     assert {r.status for r in _runs(sweep, 0.05)} == {"paused"}
     assert any("Stopped by the search at rung 1 (round 1, rank 3 of 4)" in m for m in _log(_runs(sweep, 0.05)[0]))
     assert any("Continues past rung 1 (round 1, rank 2 of 4)" in m for m in _log(first))
