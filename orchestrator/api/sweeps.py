@@ -99,7 +99,7 @@ def sweeps(request: Request) -> Response:
     if request.method == "GET":
         qs = access.sweeps_visible_to(request.user).select_related("owner").prefetch_related("experiments")[:200]
         return Response([
-            {"id": s.pk, "name": s.name, "axes": s.axes, "mode": s.mode, "owner": s.owner.username,
+            {"id": s.pk, "name": s.name, "axes": s.axes, "mode": s.mode, "stopping": s.stopping, "owner": s.owner.username,
              "experiments": [{"id": e.pk, "status": e.status} for e in s.experiments.all()]}
             for s in qs
         ])  # fmt: skip
