@@ -101,6 +101,14 @@ class QueuesEvent(TypedDict):
     queues: list[dict]
 
 
+class SearchEvent(TypedDict):
+    """A sweep's search decided (a run waits, stops or is promoted, a configuration is created): the
+    sweep's sockets refetch the page's parts and join the groups of runs created since they connected."""
+
+    type: Literal["search"]
+    sweep_id: int
+
+
 class AccessEvent(TypedDict):
     """Who may read an experiment may have changed: every socket that gets it checks again."""
 
@@ -109,6 +117,10 @@ class AccessEvent(TypedDict):
 
 def group_name(experiment_id: int) -> str:
     return f"experiment-{experiment_id}"
+
+
+def sweep_group_name(sweep_id: int) -> str:
+    return f"sweep-{sweep_id}"
 
 
 def user_group_name(user_id: int) -> str:
@@ -200,6 +212,12 @@ def publish_rounds(experiment_id: int, rounds: list[dict]) -> None:
 
 def publish_status(experiment) -> None:
     _send(group_name(experiment.pk), status_event(experiment))
+
+
+def publish_search(sweep_id: int) -> None:
+    """Sent once the decision commits: a socket that refetches then reads it (and its new runs)."""
+    event: SearchEvent = {"type": "search", "sweep_id": sweep_id}
+    transaction.on_commit(lambda: _send(sweep_group_name(sweep_id), event))
 
 
 def publish_log(event) -> None:
