@@ -70,7 +70,7 @@ def drive(payload: dict[str, Any]) -> dict[str, Any]:
     start_driver(payload)
     from django.utils import timezone
 
-    from orchestrator.models import Experiment
+    from orchestrator.experiments.models import Experiment
 
     e = Experiment.objects.create(owner=bench_user("recovery"), name="recovery", spec=SPEC)
     e.start()

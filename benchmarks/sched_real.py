@@ -130,7 +130,7 @@ def drive(payload: dict[str, Any]) -> dict[str, Any]:
     """In the fleet's environment: submit the trace over time, wait for every experiment, read it back."""
     start_driver(payload)
     from accounts.models import Membership, Team
-    from orchestrator.models import Experiment
+    from orchestrator.experiments.models import Experiment
 
     jobs = sorted(payload["jobs"], key=lambda j: j["submitted"])
     users = {u: bench_user("sched-" + u.replace(":", "-")) for u in sorted({j["user"] for j in jobs})}

@@ -74,7 +74,7 @@ def drive(payload: dict[str, Any]) -> dict[str, Any]:
     from websockets.exceptions import ConnectionClosed
     from websockets.sync.client import connect
 
-    from orchestrator.models import Experiment
+    from orchestrator.experiments.models import Experiment
 
     server = f"127.0.0.1:{payload['port']}"
     e = Experiment.objects.create(owner=bench_user("sockets"), name="sockets", spec=SPEC)

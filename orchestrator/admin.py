@@ -1,7 +1,9 @@
 from django.contrib import admin
 
 from fedweb_engine.results import round_fields
-from orchestrator.models import Checkpoint, Experiment, LogEntry, RoundMetric, Worker
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import Checkpoint, LogEntry, RoundMetric
+from orchestrator.fleet.workers import Worker
 
 
 @admin.register(Experiment)

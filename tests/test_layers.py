@@ -249,7 +249,11 @@ def long_files(limit: int = MAX_LINES) -> list[str]:
 def found() -> list[Import]:
     found = imports()
     sources = {i.source for i in found}
-    assert {"orchestrator.models", "fedweb_engine.simulation.runner", "workers.tasks"} <= sources  # it read the tree
+    assert {
+        "orchestrator.experiments.models",
+        "fedweb_engine.simulation.runner",
+        "workers.tasks",
+    } <= sources  # it read the tree
     return found
 
 
@@ -280,14 +284,14 @@ def test_the_checks_fail_on_a_tampered_graph(found):
     # eleventh function-local import without a comment: each is reported.
     tampered = [
         *found,
-        Import("orchestrator.models", "workers.tasks", 1, local=True, why=False),
+        Import("orchestrator.experiments.models", "workers.tasks", 1, local=True, why=False),
         *(Import("orchestrator.fleet.scheduling", "workers.rounds", n, local=True, why=True) for n in range(2, 12)),
     ]
     cycle = find_cycle(graph_of(tampered))
-    assert cycle is not None and "orchestrator.models" in cycle and "workers.tasks" in cycle
-    assert "orchestrator.models (domain) imports workers.tasks (glue), line 1" in upward(tampered)
+    assert cycle is not None and "orchestrator.experiments.models" in cycle and "workers.tasks" in cycle
+    assert "orchestrator.experiments.models (domain) imports workers.tasks (glue), line 1" in upward(tampered)
     problems = local_problems(tampered)
-    assert "orchestrator.models, line 1: no 'why:' comment" in problems
+    assert "orchestrator.experiments.models, line 1: no 'why:' comment" in problems
     assert any(
         p.startswith(f"{len({(i.source, i.line) for i in tampered if i.local})} function-local") for p in problems
     )
@@ -299,7 +303,7 @@ def test_reexports_through_a_package_are_edges_to_their_module(found):
     # fedweb_engine's __init__ re-exports Spec from fedweb_engine.spec.schema: importing it through
     # the package is an edge to spec, not to the package.
     sources = {(i.source, i.target) for i in found}
-    assert ("orchestrator.models", "fedweb_engine.spec.schema") in sources
+    assert ("orchestrator.experiments.models", "fedweb_engine.spec.schema") in sources
     assert not any(t == "fedweb_engine" and s.startswith("fedweb_engine.") for s, t in sources)
 
 

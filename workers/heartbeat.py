@@ -25,8 +25,8 @@ from django.utils import timezone
 from fedweb_engine.components.registry import installed_plugins
 from orchestrator.fleet import gangs, scheduling
 from orchestrator.fleet.queues import queue_states
+from orchestrator.fleet.workers import Worker
 from orchestrator.live import events
-from orchestrator.models import Worker
 from workers.gpus import gpu_devices
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import torch
 
-from orchestrator.models import Experiment
+from orchestrator.experiments.models import Experiment
 from workers.progress import LogLine
 
 T = TypeVar("T")

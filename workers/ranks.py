@@ -26,8 +26,9 @@ from fedweb_engine.distributed.local import LocalMembers, local_hold
 from fedweb_engine.distributed.member import serve
 from fedweb_engine.simulation.runner import Simulation
 from orchestrator.experiments.limits import datasets_root
+from orchestrator.experiments.models import Experiment
 from orchestrator.fleet import gangs
-from orchestrator.models import Experiment, Worker
+from orchestrator.fleet.workers import Worker
 from workers import faults, round_state
 from workers.progress import LogLine
 

@@ -12,9 +12,11 @@ from django.utils import timezone
 
 from fedweb_engine.components.provenance import label, missing
 from fedweb_engine.components.registry import installed_plugins
+from orchestrator.experiments.models import ACTIVE, Experiment
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.fleet.scheduling import release, schedule
+from orchestrator.fleet.workers import Worker
 from orchestrator.live import events
-from orchestrator.models import ACTIVE, Experiment, RoundMetric, Worker
 from workers import faults, progress, runtime
 
 log = logging.getLogger(__name__)

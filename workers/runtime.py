@@ -30,7 +30,8 @@ from fedweb_engine.spec.schema import Spec
 from fedweb_engine.state.client_rows import StateUnavailable
 from fedweb_engine.state.client_state import snapshot_folder
 from orchestrator.experiments.limits import datasets_root
-from orchestrator.models import Checkpoint, Experiment, checkpoint_folder
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import Checkpoint, checkpoint_folder
 from workers import ranks, round_state
 from workers.oom import RoundFailed, with_retry  # noqa: F401  (tasks catch runtime.RoundFailed)
 from workers.progress import LogLine

@@ -27,8 +27,8 @@ from orchestrator.api.serializers import (
     TeamSerializer,
 )
 from orchestrator.experiments import access
+from orchestrator.experiments.models import Experiment
 from orchestrator.experiments.rounds import rounds_csv_response
-from orchestrator.models import Experiment
 
 ACTIONS = ("start", "pause", "resume", "cancel")
 

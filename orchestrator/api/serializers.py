@@ -13,8 +13,9 @@ from fedweb_engine.spec.schema import Spec, SpecError
 from orchestrator.api import spec_schema  # noqa: F401 - spec_schema documents SpecField in the OpenAPI schema
 from orchestrator.experiments import access
 from orchestrator.experiments.launch import checked_spec, create_experiment
+from orchestrator.experiments.models import Experiment, Visibility, check_team_visibility
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.fleet.queues import submit_warnings
-from orchestrator.models import Experiment, RoundMetric, Visibility, check_team_visibility
 
 
 class SpecField(serializers.JSONField):

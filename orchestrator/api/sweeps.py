@@ -15,9 +15,9 @@ from rest_framework.response import Response
 from accounts.models import Team
 from orchestrator.api.serializers import TeamAndVisibility
 from orchestrator.experiments import access
-from orchestrator.models import RoundMetric, Sweep
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.sweeps.expand import SweepError, create_sweep
-from orchestrator.sweeps.models import SWEEP_MODES
+from orchestrator.sweeps.models import SWEEP_MODES, Sweep
 from orchestrator.sweeps.stats import METRICS, group
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fedweb_engine.spec.schema import Spec
 from orchestrator.experiments.limits import check_new_spec
-from orchestrator.models import Experiment
+from orchestrator.experiments.models import Experiment
 
 
 def checked_spec(data) -> Spec:

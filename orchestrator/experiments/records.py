@@ -1,6 +1,6 @@
 """What a run leaves behind: its rounds' metrics, its checkpoints and its log.
 
-Each row belongs to one experiment (``orchestrator.models.Experiment``) and is written by the
+Each row belongs to one experiment (``orchestrator.experiments.models.Experiment``) and is written by the
 round task or the state machine; the pages and the API only read them.
 """
 

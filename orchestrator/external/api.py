@@ -30,11 +30,11 @@ from rest_framework.response import Response
 from accounts.models import Team
 from orchestrator.api.serializers import TeamAndVisibility
 from orchestrator.experiments import access
+from orchestrator.experiments.models import Experiment, Kind, Status, Visibility
 from orchestrator.external import ingest
 from orchestrator.external.auth import HasRunToken, RunTokenAuthentication
 from orchestrator.external.models import ExternalRun
 from orchestrator.external.ratelimit import RunTokenThrottle
-from orchestrator.models import Experiment, Kind, Status, Visibility
 
 MAX_CONFIG_CHARS = 50_000
 

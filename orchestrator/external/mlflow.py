@@ -33,6 +33,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from orchestrator.experiments import access
+from orchestrator.experiments.models import Experiment, Kind, Status
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.external import ingest
 from orchestrator.external.api import MAX_CONFIG_CHARS
 
@@ -55,7 +57,6 @@ from orchestrator.external.mlflow_protocol import (
     mlflow_view,
 )
 from orchestrator.external.models import CustomMetric, ExternalRun, MlflowExperiment, MlflowRun
-from orchestrator.models import Experiment, Kind, RoundMetric, Status
 
 
 @mlflow_view(["GET"])

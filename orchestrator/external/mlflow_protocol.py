@@ -17,11 +17,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from orchestrator.experiments.models import Status
 from orchestrator.external import ingest
 from orchestrator.external.auth import RunTokenAuthentication
 from orchestrator.external.models import TOKEN_PREFIX, ExternalRun, MlflowExperiment
 from orchestrator.external.ratelimit import RunTokenThrottle
-from orchestrator.models import Status
 
 # MLflow's error codes and the HTTP status its server answers for each.
 HTTP_STATUS = {

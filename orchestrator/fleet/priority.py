@@ -20,7 +20,7 @@ from rest_framework.response import Response
 
 from fedweb.inputs import parse_int
 from orchestrator.experiments import access
-from orchestrator.models import Experiment
+from orchestrator.experiments.models import Experiment
 
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
 

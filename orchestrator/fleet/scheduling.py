@@ -54,10 +54,10 @@ from django.db.models import F
 from django.dispatch import receiver
 from django.utils import timezone
 
+from orchestrator.experiments.models import ACTIVE, Experiment, round_ready
 from orchestrator.external import liveness
 from orchestrator.fleet import candidates, gangs, placement, policies
 from orchestrator.fleet.workers import Worker, queue_name
-from orchestrator.models import ACTIVE, Experiment, round_ready
 
 log = logging.getLogger(__name__)
 

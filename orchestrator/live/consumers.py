@@ -25,11 +25,13 @@ from django.contrib.auth import get_user_model
 from fedweb.inputs import parse_int
 from orchestrator.experiments import access
 from orchestrator.experiments.leak import latest_leak_warnings
+from orchestrator.experiments.models import FINISHED, Experiment
 from orchestrator.experiments.public import host_names, redact
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.experiments.rounds import round_dict
+from orchestrator.fleet.workers import Worker
 from orchestrator.live import events
 from orchestrator.live.fanout import RESYNC, Prepared, fanout_for
-from orchestrator.models import FINISHED, Experiment, RoundMetric, Worker
 
 FORBIDDEN = 4403  # WebSocket close code: "HTTP 403" in the private 4000-4999 range
 ACCESS_RECHECK_SECONDS = 30.0

@@ -9,7 +9,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from accounts.models import Role, Team
-from orchestrator.models import Experiment, RoundMetric
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
 from tests.conftest import TINY_SPEC
 from tests.factories import round_result
 

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from benchmarks.sched_real_metrics import read_back
-from orchestrator.models import Experiment
+from orchestrator.experiments.models import Experiment
 from tests.fleet.test_schedule import _measured
 
 pytestmark = pytest.mark.django_db

@@ -11,10 +11,12 @@ import pytest
 from django.utils import timezone
 
 from benchmarks.sched_sim import SCALES, Job, _Fleet, _Running
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.fleet.candidates import share_key
 from orchestrator.fleet.policies import POLICIES
 from orchestrator.fleet.scheduling import schedule
-from orchestrator.models import Experiment, RoundMetric, Worker
+from orchestrator.fleet.workers import Worker
 from tests.conftest import TINY_SPEC
 
 pytestmark = pytest.mark.django_db

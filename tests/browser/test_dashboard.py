@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from orchestrator.models import Experiment
+from orchestrator.experiments.models import Experiment
 from orchestrator.sweeps.stats import run_labels
 from tests import live
 from tests.browser.conftest import ARTIFACTS, drawn, log_in, points, start_daphne, trace_xs

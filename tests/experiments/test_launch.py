@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from fedweb_engine.spec.schema import LocalSpec, Spec
 from fedweb_engine.training.client import sgd_update_
 from orchestrator.experiments import launch
-from orchestrator.models import Experiment, Status
+from orchestrator.experiments.models import Experiment, Status
 from orchestrator.sweeps.expand import create_sweep
 from tests.accounts.world import make_world
 from tests.conftest import TINY_SPEC
@@ -45,7 +45,7 @@ def counted(monkeypatch):
         return check(spec)
 
     monkeypatch.setattr(launch, "check_new_spec", counting_check)
-    monkeypatch.setattr("orchestrator.models.check_new_spec", counting_check)
+    monkeypatch.setattr("orchestrator.experiments.models.check_new_spec", counting_check)
     return calls
 
 

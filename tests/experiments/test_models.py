@@ -1,7 +1,9 @@
 import pytest
 
 from orchestrator.experiments import access
-from orchestrator.models import Experiment, LogEntry, RoundMetric, Status, Worker
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.experiments.records import LogEntry, RoundMetric
+from orchestrator.fleet.workers import Worker
 from tests.conftest import TINY_SPEC
 from tests.factories import round_result
 

@@ -10,9 +10,11 @@ from django.utils import timezone
 
 from fedweb_engine.results import round_fields
 from orchestrator.experiments import summaries
+from orchestrator.experiments.models import Experiment, Kind, Status
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.external.liveness import mark_crashed
+from orchestrator.external.models import CustomMetric, ExternalRun
 from orchestrator.fleet.scheduling import reconcile
-from orchestrator.models import CustomMetric, Experiment, ExternalRun, Kind, RoundMetric, Status
 from tests.external.conftest import post_rounds, run_client, user_client
 
 pytestmark = pytest.mark.django_db

@@ -14,8 +14,8 @@ from django.test import override_settings
 from rest_framework.authtoken.models import Token
 
 from fedweb.cache import RedisCache as SharedRedisCache
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.external import ratelimit
-from orchestrator.models import RoundMetric
 from tests import live
 from tests.external.conftest import post_rounds
 

@@ -6,7 +6,8 @@ import urllib.request
 import pytest
 
 from fedweb.localredis import free_port
-from orchestrator.models import Experiment, RoundMetric, Status
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.experiments.records import RoundMetric
 from tests import live
 from tests.conftest import TINY_SPEC
 from tests.fleet.metrics_helpers import parse, value
@@ -95,6 +96,6 @@ def test_it_scrapes_numbers_that_move_with_a_live_run(user, fleet):
 
 
 def _w1() -> str:
-    from orchestrator.models import Worker
+    from orchestrator.fleet.workers import Worker
 
     return Worker.objects.get(hostname__startswith="w1@").hostname

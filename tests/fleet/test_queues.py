@@ -5,8 +5,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from orchestrator.experiments.models import Experiment
 from orchestrator.fleet.queues import broker_message_counts, queue_states, submit_warnings, waiting_reason
-from orchestrator.models import Experiment, Worker
+from orchestrator.fleet.workers import Worker
 from tests.conftest import TINY_SPEC
 
 pytestmark = pytest.mark.django_db

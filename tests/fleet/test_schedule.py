@@ -9,9 +9,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.fleet import gangs
+from orchestrator.fleet.gangs import Gang
 from orchestrator.fleet.scheduling import reconcile, schedule
-from orchestrator.models import Experiment, Gang, RoundMetric, Worker
+from orchestrator.fleet.workers import Worker
 from tests.conftest import TINY_SPEC
 
 pytestmark = pytest.mark.django_db

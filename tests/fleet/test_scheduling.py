@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from orchestrator.experiments.models import Experiment, Status
 from orchestrator.fleet.scheduling import dispatch_round, reconcile, renew_leases
-from orchestrator.models import Experiment, Status
 from tests.conftest import TINY_SPEC
 from workers.rounds import execute_round
 
@@ -132,7 +132,7 @@ def test_it_tells_the_page_when_a_copy_arrives_for_a_cancelled_run(experiment):
 
 
 def test_it_resends_an_unclaimed_round_when_a_worker_of_its_queue_sits_idle(experiment, enqueued, settings):
-    from orchestrator.models import Worker
+    from orchestrator.fleet.workers import Worker
 
     # A worker took round 1 and died before claiming it; another worker of the queue is idle.
     _age(experiment, dispatched_at=timezone.now() - timedelta(seconds=settings.WORKER_LOST_AFTER + 1))

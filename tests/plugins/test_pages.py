@@ -3,8 +3,9 @@ waits) and the Workers page (what each worker loaded), in HTML, JSON and the soc
 
 import pytest
 
+from orchestrator.experiments.models import Experiment
+from orchestrator.fleet.workers import Worker
 from orchestrator.live import events
-from orchestrator.models import Experiment, Worker
 from tests.conftest import TINY_SPEC
 from tests.plugins.conftest import HAS_IT, RECORDED
 

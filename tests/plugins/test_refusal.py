@@ -4,7 +4,9 @@ back to the scheduler; one that has them runs it. In-process, with the real engi
 
 import pytest
 
-from orchestrator.models import Experiment, LogEntry, Status, Worker
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.experiments.records import LogEntry
+from orchestrator.fleet.workers import Worker
 from tests.conftest import TINY_SPEC
 from tests.plugins.conftest import HAS_IT, RECORDED
 from workers.rounds import execute_round

@@ -3,9 +3,10 @@ recorded hash (its own queue), or waits with the reason shown where other waitin
 
 import pytest
 
+from orchestrator.experiments.models import Experiment
 from orchestrator.fleet.queues import submit_warnings, waiting_reason
 from orchestrator.fleet.scheduling import reconcile, schedule
-from orchestrator.models import Experiment, Worker
+from orchestrator.fleet.workers import Worker
 from tests.conftest import TINY_SPEC
 from tests.plugins.conftest import HAS_IT, RECORDED
 

@@ -9,8 +9,10 @@ import os
 
 import pytest
 
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.experiments.records import LogEntry
 from orchestrator.fleet.queues import waiting_status
-from orchestrator.models import Experiment, LogEntry, Status, Worker
+from orchestrator.fleet.workers import Worker
 from tests.conftest import TINY_SPEC
 from tests.live import wait_for
 from tests.plugins.conftest import FIXTURE_DIR

@@ -6,9 +6,10 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
 from fedweb.asgi import application
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.live import events
 from orchestrator.live.consumers import ExperimentConsumer
-from orchestrator.models import Experiment, RoundMetric
 from tests.conftest import TINY_SPEC
 from tests.factories import round_result
 
@@ -110,8 +111,8 @@ def test_it_routes_experiment_sockets_through_auth_and_origin_checks(experiment)
 
 
 def test_it_streams_workers_to_signed_in_users_only(user):
+    from orchestrator.fleet.workers import Worker
     from orchestrator.live.consumers import WorkersConsumer
-    from orchestrator.models import Worker
     from workers.heartbeat import beat
 
     Worker.objects.create(hostname="w1@box", queue="cpu")

@@ -11,9 +11,11 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
+from orchestrator.fleet.workers import Worker
 from orchestrator.live import consumers, events, fanout
 from orchestrator.live.consumers import ExperimentConsumer
-from orchestrator.models import Experiment, RoundMetric, Worker
 from tests.conftest import TINY_SPEC
 from tests.factories import round_result
 

@@ -16,8 +16,10 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.experiments.records import RoundMetric
+from orchestrator.fleet.workers import Worker
 from orchestrator.live import events
-from orchestrator.models import Experiment, RoundMetric, Status, Worker
 from tests.accounts.world import PASSWORD, fast_password_hashing, make_world, metrics  # noqa: F401
 from tests.conftest import TINY_SPEC
 from tests.live import wait_for

@@ -5,7 +5,7 @@ import json
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from orchestrator.models import Experiment, Status
+from orchestrator.experiments.models import Experiment, Status
 from tests.conftest import TINY_SPEC
 from tests.sockets.wsclient import experiment_socket as _socket
 from tests.sockets.wsclient import session_cookie as _cookie

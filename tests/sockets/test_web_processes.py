@@ -11,8 +11,8 @@ from contextlib import ExitStack
 import psutil
 import pytest
 
+from orchestrator.experiments.models import Experiment
 from orchestrator.live import events
-from orchestrator.models import Experiment
 from scripts import serve
 from tests import live
 from tests.conftest import TINY_SPEC

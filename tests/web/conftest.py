@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.models import Experiment, RoundMetric
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
 from tests.conftest import TINY_SPEC
 from tests.factories import round_result
 

@@ -2,7 +2,7 @@ import pytest
 
 from fedweb_engine.spec.presets import PRESETS, VARYING_SCHEDULE
 from fedweb_engine.spec.schema import Spec
-from orchestrator.models import Experiment
+from orchestrator.experiments.models import Experiment
 from orchestrator.web.forms import ExperimentForm, spec_initial
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,7 @@ checkpoint (with SCAFFOLD: every client's control variates too) equals the run a
 
 import pytest
 
-from orchestrator.models import Experiment, Status
+from orchestrator.experiments.models import Experiment, Status
 from tests.conftest import TINY_SPEC
 from tests.live import wait_for
 from tests.workers.reference import assert_final_checkpoint_equals, compared, recorded_rounds, reference_simulation

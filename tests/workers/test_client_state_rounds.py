@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from fedweb_engine.simulation.runner import Simulation
-from orchestrator.models import Experiment, LogEntry
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import LogEntry
 from tests.conftest import TINY_SPEC
 from tests.engine import client_state_toy
 from tests.workers.reference import recorded_rounds

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from orchestrator.models import Experiment, Status
+from orchestrator.experiments.models import Experiment, Status
 from tests.conftest import TINY_SPEC
 from tests.live import wait_for
 from tests.workers.reference import recorded_rounds, reference_rounds

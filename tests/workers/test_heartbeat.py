@@ -1,6 +1,6 @@
 import pytest
 
-from orchestrator.models import Worker
+from orchestrator.fleet.workers import Worker
 from workers import gpus, heartbeat
 
 pytestmark = pytest.mark.django_db
@@ -69,9 +69,9 @@ def test_one_worker_publishes_the_queue_table_for_the_fleet_and_another_takes_ov
 def test_the_publishing_worker_sends_the_queue_table_only_when_it_changes_and_reads_the_broker_seldom(
     monkeypatch, django_user_model
 ):
+    from orchestrator.experiments.models import Experiment
     from orchestrator.fleet import queues
     from orchestrator.live import events
-    from orchestrator.models import Experiment
     from tests.conftest import TINY_SPEC
 
     sent: list[list[dict]] = []

@@ -6,7 +6,7 @@ import torch
 
 from fedweb_engine.simulation.runner import Simulation
 from fedweb_engine.spec.schema import Spec
-from orchestrator.models import Experiment, Status
+from orchestrator.experiments.models import Experiment, Status
 from tests.conftest import TINY_SPEC
 from tests.live import start_worker, wait_for
 

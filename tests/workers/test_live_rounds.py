@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from fedweb_engine.simulation.runner import Simulation
-from orchestrator.models import Experiment, Status, Worker
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.fleet.workers import Worker
 from tests.conftest import TINY_SPEC
 from tests.live import wait_for
 

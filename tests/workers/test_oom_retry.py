@@ -9,7 +9,7 @@ import torch
 
 from fedweb_engine.simulation import runner
 from fedweb_engine.training.client import SequentialTrainer, VectorTrainer
-from orchestrator.models import Experiment, Status
+from orchestrator.experiments.models import Experiment, Status
 from tests.conftest import TINY_SPEC
 from workers.rounds import run_inline
 

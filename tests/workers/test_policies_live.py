@@ -8,7 +8,8 @@ Every test also checks that each experiment recorded every round exactly once.
 
 import pytest
 
-from orchestrator.models import Experiment, RoundMetric, Status
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.experiments.records import RoundMetric
 from tests.conftest import TINY_SPEC
 from tests.live import wait_for
 

@@ -3,8 +3,8 @@ and ends where the New experiment form projected; the dashboard draws it."""
 
 import pytest
 
+from orchestrator.experiments.models import Experiment, Status
 from orchestrator.experiments.rounds import rounds_of
-from orchestrator.models import Experiment, Status
 from orchestrator.web.charts import dashboard_charts
 from orchestrator.web.previews import privacy_estimate
 from tests.conftest import TINY_SPEC

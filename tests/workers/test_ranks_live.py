@@ -10,7 +10,9 @@ import re
 import psutil
 import pytest
 
-from orchestrator.models import Experiment, Gang, Status, Worker
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.fleet.gangs import Gang
+from orchestrator.fleet.workers import Worker
 from tests.conftest import TINY_SPEC
 from tests.live import wait_for
 from tests.workers.reference import COMPARED, reference_simulation

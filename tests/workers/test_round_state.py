@@ -9,7 +9,8 @@ from fedweb_engine import Spec
 from fedweb_engine.data import cache as data_cache
 from fedweb_engine.simulation.runner import Simulation
 from fedweb_engine.state.checkpoint import read_checkpoint
-from orchestrator.models import Experiment, LogEntry, Status
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.experiments.records import LogEntry
 from tests.conftest import TINY_SPEC
 from tests.workers.reference import recorded_rounds
 from workers import round_state, runtime

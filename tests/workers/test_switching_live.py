@@ -8,7 +8,8 @@ import signal
 
 import pytest
 
-from orchestrator.models import Experiment, LogEntry, RoundMetric, Status
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.experiments.records import LogEntry, RoundMetric
 from orchestrator.sweeps.expand import create_sweep
 from tests.conftest import TINY_SPEC
 from tests.live import wait_for

@@ -8,8 +8,9 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from fedweb_engine.simulation.runner import Simulation
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.experiments.records import Checkpoint, LogEntry
 from orchestrator.live import events
-from orchestrator.models import Checkpoint, Experiment, LogEntry, Status
 from tests.conftest import TINY_SPEC
 from workers import runtime
 from workers.rounds import execute_round, run_inline

@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from fedweb_engine.spec.schema import Spec, SpecError
-from orchestrator.models import FINISHED, Experiment
+from orchestrator.experiments.models import FINISHED, Experiment
 from workers.progress import to_stdout
 from workers.rounds import run_inline
 

@@ -10,7 +10,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
 
 from orchestrator.experiments import access
-from orchestrator.models import Visibility
+from orchestrator.experiments.models import Visibility
 from orchestrator.web.sweep_forms import SweepSharingForm
 from orchestrator.web.views.sweeps import sweep_context
 

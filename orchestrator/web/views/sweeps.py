@@ -16,8 +16,8 @@ from django.views.decorators.http import require_POST
 from fedweb.inputs import parse_int
 from fedweb_engine.spec.presets import PRESETS
 from orchestrator.experiments import access
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.experiments.summaries import summarize
-from orchestrator.models import RoundMetric
 from orchestrator.sweeps.charts import NO_TARGET_TEXT, band_figure, parallel_figure
 from orchestrator.sweeps.expand import create_sweep
 from orchestrator.sweeps.models import SEED_FIELD
