@@ -51,7 +51,6 @@ LAYERS: dict[str, int] = {
     "orchestrator.sweeps.charts": WEB,  # a sweep's charts: built on the web's chart helpers
     "orchestrator.fleet": DOMAIN,
     "orchestrator.fleet.priority": WEB,  # the priority page's and API's views
-    "orchestrator.live.events": DOMAIN,  # what the domain announces, and its shape; no socket
     "orchestrator.external.models": DOMAIN,
     "orchestrator.external.liveness": DOMAIN,  # crash detection of external runs: the reconciler calls it
     "accounts.models": DOMAIN,
@@ -63,7 +62,8 @@ LAYERS: dict[str, int] = {
     "orchestrator": WEB,  # apps, admin, management commands, templatetags
     "orchestrator.web": WEB,
     "orchestrator.api": WEB,
-    "orchestrator.live": WEB,
+    "orchestrator.live": DOMAIN,
+    "orchestrator.sockets": WEB,
     "orchestrator.external": WEB,
     "accounts": WEB,
     "fedweb.settings": WEB,

@@ -27,7 +27,7 @@ from rest_framework.authtoken.models import Token
 from orchestrator.experiments import access
 from orchestrator.experiments.models import Experiment, Kind, Status
 from orchestrator.external.models import ExternalRun
-from orchestrator.live.consumers import ExperimentConsumer
+from orchestrator.sockets.consumers import ExperimentConsumer
 from orchestrator.sweeps.models import Sweep
 from tests.accounts.world import fast_password_hashing, make_experiment, make_world  # noqa: F401
 from tests.conftest import TINY_SPEC

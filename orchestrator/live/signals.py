@@ -48,7 +48,7 @@ def _experiment_deleted(sender, instance: Experiment, **kwargs) -> None:
 
 def _unfinished_team_experiments(team_id: int) -> list[int]:
     """The team's experiments whose rounds may still flow. Their sockets get the access event in
-    their experiment's group too, in order with its rounds (``orchestrator.live.fanout``): the
+    their experiment's group too, in order with its rounds (``orchestrator.sockets.fanout``): the
     user's own group is another channel, and a round published right after the change could
     overtake it."""
     return list(Experiment.objects.filter(team_id=team_id).exclude(status__in=FINISHED).values_list("pk", flat=True))

@@ -9,7 +9,7 @@ from accounts.models import Team
 from fedweb.inputs import MAX_JSON_DEPTH, JSONInputError, loads, parse_int
 from fedweb_engine.spec.schema import Spec, SpecError
 from orchestrator.experiments.models import Experiment
-from orchestrator.live.consumers import ExperimentConsumer
+from orchestrator.sockets.consumers import ExperimentConsumer
 from tests.accounts.world import make_experiment
 from tests.conftest import TINY_SPEC
 from tests.web.test_forms import form_data

@@ -9,7 +9,7 @@ from fedweb.asgi import application
 from orchestrator.experiments.models import Experiment
 from orchestrator.experiments.records import RoundMetric
 from orchestrator.live import events
-from orchestrator.live.consumers import ExperimentConsumer
+from orchestrator.sockets.consumers import ExperimentConsumer
 from tests.conftest import TINY_SPEC
 from tests.factories import round_result
 
@@ -112,7 +112,7 @@ def test_it_routes_experiment_sockets_through_auth_and_origin_checks(experiment)
 
 def test_it_streams_workers_to_signed_in_users_only(user):
     from orchestrator.fleet.workers import Worker
-    from orchestrator.live.consumers import WorkersConsumer
+    from orchestrator.sockets.consumers import WorkersConsumer
     from workers.heartbeat import beat
 
     Worker.objects.create(hostname="w1@box", queue="cpu")

@@ -1,5 +1,5 @@
 """Live events reach many sockets of one experiment through one subscription per process
-(orchestrator.live.fanout, in-memory channel layer): rounds that come in a burst go out as one message,
+(orchestrator.sockets.fanout, in-memory channel layer): rounds that come in a burst go out as one message,
 each socket sees each round once and in order, and the public link's redaction is done once per
 event, not once per socket."""
 
@@ -14,8 +14,9 @@ from django.utils import timezone
 from orchestrator.experiments.models import Experiment
 from orchestrator.experiments.records import RoundMetric
 from orchestrator.fleet.workers import Worker
-from orchestrator.live import consumers, events, fanout
-from orchestrator.live.consumers import ExperimentConsumer
+from orchestrator.live import events
+from orchestrator.sockets import consumers, fanout
+from orchestrator.sockets.consumers import ExperimentConsumer
 from tests.conftest import TINY_SPEC
 from tests.factories import round_result
 

@@ -44,7 +44,7 @@ def _first(ws) -> dict:
 
 def _rounds(messages: list[dict]) -> list[int]:
     """The rounds in ``messages``: a ``round`` event, or a ``rounds`` batch of those that came
-    faster than a page draws (orchestrator.live.fanout)."""
+    faster than a page draws (orchestrator.sockets.fanout)."""
     out = []
     for m in messages:
         out += [m["round"]] if m["type"] == "round" else [r["round"] for r in m.get("rounds", [])]

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 def _until_completed(ws, timeout=120) -> list[dict]:
     """Every message until the run's final status; a batch of rounds that arrived close together
-    (``{"type": "rounds"}``, orchestrator.live.fanout) counts as its rounds, in order."""
+    (``{"type": "rounds"}``, orchestrator.sockets.fanout) counts as its rounds, in order."""
     messages = []
     while True:
         message = json.loads(ws.recv(timeout=timeout))

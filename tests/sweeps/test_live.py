@@ -13,7 +13,7 @@ from django.urls import reverse
 from orchestrator.experiments.models import Experiment
 from orchestrator.experiments.records import RoundMetric
 from orchestrator.live import events
-from orchestrator.live.sweeps import SweepConsumer
+from orchestrator.sockets.sweeps import SweepConsumer
 from orchestrator.sweeps.expand import create_sweep
 from orchestrator.sweeps.models import Sweep
 from orchestrator.web.views.sweep_sharing import apply_sharing

@@ -10,7 +10,7 @@ from orchestrator.experiments.public import redact
 from orchestrator.experiments.records import RoundMetric
 from orchestrator.fleet.workers import Worker
 from orchestrator.live import events
-from orchestrator.live.consumers import ExperimentConsumer
+from orchestrator.sockets.consumers import ExperimentConsumer
 from tests.accounts.world import make_experiment, make_user
 
 HOST, MACHINE = "gpu0@secret-box", "secret-box"

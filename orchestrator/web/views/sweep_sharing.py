@@ -1,5 +1,5 @@
 """A sweep after its creation: its sharing page (team and visibility, applied to its runs) and the
-JSON its live page refetches when the sweep socket (``orchestrator.live.sweeps``) says a run changed."""
+JSON its live page refetches when the sweep socket (``orchestrator.sockets.sweeps``) says a run changed."""
 
 from __future__ import annotations
 
