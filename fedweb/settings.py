@@ -157,12 +157,12 @@ LOGIN_REDIRECT_URL = "/"
 # successful login clears the count.
 LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, min_value=1)
 LOGIN_COOLOFF_MINUTES = env_int("LOGIN_COOLOFF_MINUTES", 15, min_value=1)
-AUTHENTICATION_BACKENDS = ["accounts.ratelimit.LoginLimitBackend", "django.contrib.auth.backends.ModelBackend"]
+AUTHENTICATION_BACKENDS = ["accounts.web.login_limit.LoginLimitBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
 AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_COOLOFF_MINUTES)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-AXES_LOCKOUT_CALLABLE = "accounts.ratelimit.lockout_response"
+AXES_LOCKOUT_CALLABLE = "accounts.web.login_limit.lockout_response"
 AXES_DISABLE_ACCESS_LOG = True  # only failures are needed for the limit; no row per successful login
 AXES_VERBOSE = False
 # How long a team invitation link stays valid.

@@ -53,9 +53,6 @@ LAYERS: dict[str, int] = {
     "orchestrator.fleet.priority": WEB,  # the priority page's and API's views
     "orchestrator.external.models": DOMAIN,
     "orchestrator.external.liveness": DOMAIN,  # crash detection of external runs: the reconciler calls it
-    "accounts.models": DOMAIN,
-    "accounts.tokens": DOMAIN,
-    "accounts.ratelimit": DOMAIN,
     "fedweb": GLUE,  # the package __init__ creates the Celery app
     "fedweb.celery": GLUE,
     "workers": GLUE,
@@ -65,7 +62,8 @@ LAYERS: dict[str, int] = {
     "orchestrator.live": DOMAIN,
     "orchestrator.sockets": WEB,
     "orchestrator.external": WEB,
-    "accounts": WEB,
+    "accounts": DOMAIN,
+    "accounts.web": WEB,
     "fedweb.settings": WEB,
     "fedweb.urls": WEB,
     "fedweb.asgi": WEB,

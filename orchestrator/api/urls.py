@@ -3,7 +3,7 @@
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from accounts import api as token_api
+from accounts.web import token_api
 from orchestrator.api import experiments as api
 from orchestrator.api import sweeps as sweep_api
 from orchestrator.external import api as external_api
