@@ -224,7 +224,7 @@ _BROKER_URL, _CHANNELS_URL = redis_urls(REDIS_URL)
 CHANNEL_LAYERS = channel_layers(_CHANNELS_URL, REDIS_PREFIX)
 
 # "default" stays in each process (previews); "shared" is what every web process must see alike:
-# the ingestion rate limit per token (orchestrator/external/ratelimit.py), in the broker's database
+# the ingestion rate limit per token (orchestrator/api/external/throttle.py), in the broker's database
 # under its own key prefix. Short timeouts: when Redis does not answer, the limit counts per process.
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},

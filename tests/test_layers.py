@@ -51,8 +51,6 @@ LAYERS: dict[str, int] = {
     "orchestrator.sweeps.charts": WEB,  # a sweep's charts: built on the web's chart helpers
     "orchestrator.fleet": DOMAIN,
     "orchestrator.fleet.priority": WEB,  # the priority page's and API's views
-    "orchestrator.external.models": DOMAIN,
-    "orchestrator.external.liveness": DOMAIN,  # crash detection of external runs: the reconciler calls it
     "fedweb": GLUE,  # the package __init__ creates the Celery app
     "fedweb.celery": GLUE,
     "workers": GLUE,
@@ -61,7 +59,7 @@ LAYERS: dict[str, int] = {
     "orchestrator.api": WEB,
     "orchestrator.live": DOMAIN,
     "orchestrator.sockets": WEB,
-    "orchestrator.external": WEB,
+    "orchestrator.external": DOMAIN,
     "accounts": DOMAIN,
     "accounts.web": WEB,
     "fedweb.settings": WEB,

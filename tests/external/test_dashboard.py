@@ -10,8 +10,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from orchestrator.experiments.models import Experiment, Status
-from orchestrator.external.display import config_groups, custom_charts
 from orchestrator.external.models import ExternalRun
+from orchestrator.web.external_dashboard import config_groups, custom_charts
 from tests.external.conftest import post_rounds
 
 pytestmark = pytest.mark.django_db
