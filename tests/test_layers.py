@@ -48,7 +48,6 @@ LAYERS: dict[str, int] = {
     "orchestrator.models": DOMAIN,
     "orchestrator.experiments": DOMAIN,
     "orchestrator.sweeps": DOMAIN,
-    "orchestrator.sweeps.charts": WEB,  # a sweep's charts: built on the web's chart helpers
     "orchestrator.fleet": DOMAIN,
     "orchestrator.fleet.priority": WEB,  # the priority page's and API's views
     "fedweb": GLUE,  # the package __init__ creates the Celery app
