@@ -49,7 +49,6 @@ LAYERS: dict[str, int] = {
     "orchestrator.experiments": DOMAIN,
     "orchestrator.sweeps": DOMAIN,
     "orchestrator.fleet": DOMAIN,
-    "orchestrator.fleet.priority": WEB,  # the priority page's and API's views
     "fedweb": GLUE,  # the package __init__ creates the Celery app
     "fedweb.celery": GLUE,
     "workers": GLUE,

@@ -8,7 +8,6 @@ from orchestrator.api import experiments as api
 from orchestrator.api import sweeps as sweep_api
 from orchestrator.api.external import mlflow
 from orchestrator.api.external import runs as external_api
-from orchestrator.fleet import priority
 
 urlpatterns = [
     path("experiments/", api.experiments, name="api_experiments"),
@@ -22,7 +21,7 @@ urlpatterns = [
         )
         for action in api.ACTIONS
     ],
-    path("experiments/<int:pk>/priority/", priority.api_priority, name="api_experiment_priority"),
+    path("experiments/<int:pk>/priority/", api.priority, name="api_experiment_priority"),
     path("experiments/<int:pk>/rounds/", api.rounds, name="api_rounds"),
     path("experiments/<int:pk>/rounds.csv", api.rounds_csv, name="api_rounds_csv"),
     path("sweeps/", sweep_api.sweeps, name="api_sweeps"),
