@@ -55,7 +55,6 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from orchestrator.experiments.models import ACTIVE, Experiment, round_ready
-from orchestrator.external import liveness
 from orchestrator.fleet import candidates, gangs, placement, policies
 from orchestrator.fleet.workers import Worker, queue_name
 
@@ -206,8 +205,7 @@ def reconcile(now=None) -> list[tuple[int, int]]:
     is not live, its message went unclaimed for ``WORKER_LOST_AFTER`` while a worker serving its
     queue sat idle (a worker died after taking it but before claiming it), or for
     ``ROUND_RESEND_AFTER`` whatever the queue (lost by the broker). A round that was never sent
-    is not stuck: it is ready, waiting for its queue's policy to pick it. External runs silent for
-    ``FEDWEB_EXTERNAL_CRASH_AFTER`` are marked crashed here too (pages also check on read).
+    is not stuck: it is ready, waiting for its queue's policy to pick it.
     """
     now = now or timezone.now()
     idle_queues = _idle_queues()
@@ -234,7 +232,6 @@ def reconcile(now=None) -> list[tuple[int, int]]:
         if release(e, sent_at=e.dispatched_at):
             stuck.append((e, nxt, why))
     gangs.reconcile()  # gangs whose leader stopped answering, or whose run stopped
-    liveness.mark_crashed(now)  # external runs gone silent, even while nobody opens a page
     sent = [pair for queue in _queues_with_ready_rounds() for pair in schedule(queue)]
     for e, nxt, why in stuck:
         e.log("warning", f"Round {nxt} {why}; " + ("sent it again" if (e.pk, nxt) in sent else "it is ready again"))
