@@ -88,7 +88,7 @@ FEDWEB_MAX_CLIENTS = env_int("FEDWEB_MAX_CLIENTS", 500_000, min_value=1)
 FEDWEB_MAX_DATASET = env_bytes("FEDWEB_MAX_DATASET", 16 * 10**9)
 # The most runs one sweep may expand into (configurations x seeds); a bigger one is refused whole.
 FEDWEB_SWEEP_MAX_RUNS = env_int("FEDWEB_SWEEP_MAX_RUNS", 200, min_value=1)
-# Prometheus metrics (orchestrator/fleet/metrics.py, workers/metrics.py): web /metrics needs this bearer
+# Prometheus metrics (orchestrator/fleet/prometheus.py, workers/exporter.py): web /metrics needs this bearer
 # token when set, else answers loopback only; each worker serves its own on this port (+1, +2...
 # when taken by another worker on the host), or not at all when unset.
 FEDWEB_METRICS_TOKEN = env_token("FEDWEB_METRICS_TOKEN")
@@ -229,7 +229,7 @@ CHANNEL_LAYERS = channel_layers(_CHANNELS_URL, REDIS_PREFIX)
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "shared": {
-        "BACKEND": "fedweb.cache.RedisCache",  # Django's, with one connection pool per process
+        "BACKEND": "fedweb.redis_cache.RedisCache",  # Django's, with one connection pool per process
         "LOCATION": _BROKER_URL,
         "KEY_PREFIX": f"{REDIS_PREFIX}fedweb-cache",
         "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},

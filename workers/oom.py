@@ -16,7 +16,7 @@ from typing import TypeVar
 import torch
 
 from orchestrator.experiments.models import Experiment
-from workers.progress import LogLine
+from orchestrator.experiments.records import LogLine
 
 T = TypeVar("T")
 

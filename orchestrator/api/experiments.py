@@ -28,7 +28,7 @@ from orchestrator.api.serializers import (
 )
 from orchestrator.experiments import access
 from orchestrator.experiments.models import Experiment
-from orchestrator.experiments.rounds import rounds_csv_response
+from orchestrator.experiments.round_table import rounds_csv_response
 from orchestrator.fleet.priority import PriorityError, set_priority
 
 ACTIONS = ("start", "pause", "resume", "cancel")

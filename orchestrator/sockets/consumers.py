@@ -28,7 +28,7 @@ from orchestrator.experiments.leak import latest_leak_warnings
 from orchestrator.experiments.models import FINISHED, Experiment
 from orchestrator.experiments.public import host_names, redact
 from orchestrator.experiments.records import RoundMetric
-from orchestrator.experiments.rounds import round_dict
+from orchestrator.experiments.round_table import round_dict
 from orchestrator.fleet.workers import Worker
 from orchestrator.live import events
 from orchestrator.sockets.fanout import RESYNC, Prepared, fanout_for

@@ -17,7 +17,7 @@ from fedweb_engine.spec.schema import option_key, spec_fields
 from orchestrator.experiments.access import teams_for_creation
 from orchestrator.sweeps.expand import SweepError, expand
 from orchestrator.sweeps.models import SEED_FIELD, SWEEP_MODES
-from orchestrator.web.forms import ExperimentForm, form_name
+from orchestrator.web.experiment_forms import ExperimentForm, form_name
 from orchestrator.web.owned_forms import OwnedForm, TeamVisibilityChecks
 
 AXES_HELP = "One swept field a line: algorithm.mu: 0, 0.01, 0.1, 1 (or a JSON list after the colon)."

@@ -11,7 +11,7 @@ from fedweb_engine.results.round_result import ROUND_RESULT_FIELDS
 from fedweb_engine.simulation.runner import Simulation
 from orchestrator.api.serializers import RoundSerializer
 from orchestrator.experiments.records import RoundMetric
-from orchestrator.experiments.rounds import ROUND_FIELDS, TABLE_COLUMNS, rounds_of, table_rows, write_rounds_csv
+from orchestrator.experiments.round_table import ROUND_FIELDS, TABLE_COLUMNS, rounds_of, table_rows, write_rounds_csv
 from orchestrator.web.charts import dashboard_charts
 from tests.web.conftest import make_experiment
 

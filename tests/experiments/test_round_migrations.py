@@ -9,7 +9,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from orchestrator.experiments.models import Experiment
-from orchestrator.experiments.rounds import rounds_of, table_rows
+from orchestrator.experiments.round_table import rounds_of, table_rows
 from orchestrator.web.charts import dashboard_charts
 from tests.conftest import TINY_SPEC
 from tests.factories import round_result

@@ -13,7 +13,7 @@ from django.core.cache.backends.redis import RedisCache
 from django.test import override_settings
 from rest_framework.authtoken.models import Token
 
-from fedweb.cache import RedisCache as SharedRedisCache
+from fedweb.redis_cache import RedisCache as SharedRedisCache
 from orchestrator.api.external import throttle
 from orchestrator.experiments.records import RoundMetric
 from tests import live

@@ -7,7 +7,7 @@ from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 
 from orchestrator.experiments.models import Experiment, Status
-from orchestrator.fleet.metrics import SETTLE_S, FleetCollector, RoundTally
+from orchestrator.fleet.prometheus import SETTLE_S, FleetCollector, RoundTally
 from orchestrator.fleet.workers import Worker
 from tests.conftest import TINY_SPEC
 from tests.fleet.metrics_helpers import parse, round_row, value

@@ -4,11 +4,11 @@ and ends where the New experiment form projected; the dashboard draws it."""
 import pytest
 
 from orchestrator.experiments.models import Experiment, Status
-from orchestrator.experiments.rounds import rounds_of
+from orchestrator.experiments.privacy_budget import epsilon
+from orchestrator.experiments.round_table import rounds_of
 from orchestrator.web.charts import dashboard_charts
-from orchestrator.web.previews import privacy_estimate
+from orchestrator.web.estimates import privacy_estimate
 from tests.conftest import TINY_SPEC
-from workers.privacy import epsilon
 from workers.rounds import run_inline
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_round_cache")]

@@ -49,7 +49,7 @@ def test_it_runs_all_rounds_and_keeps_the_last_checkpoints(user):
     assert sorted(p.name for p in folder.iterdir()) == [
         "round-000004.safetensors",
         "round-000005.safetensors",
-        "state-000004.safetensors",  # the round state of the newest two rounds (workers/round_state.py)
+        "state-000004.safetensors",  # the round state of the newest two rounds (workers/state_files.py)
         "state-000005.safetensors",
     ]
 

@@ -7,7 +7,6 @@ from django.core.management.base import BaseCommand, CommandError
 
 from fedweb_engine.spec.schema import Spec, SpecError
 from orchestrator.experiments.models import FINISHED, Experiment
-from workers.progress import to_stdout
 from workers.rounds import run_inline
 
 
@@ -39,7 +38,7 @@ class Command(BaseCommand):
 
     def _run_inline(self, experiment):
         experiment.start(by="run_experiment --inline", enqueue=False)
-        experiment = run_inline(experiment, log_line=to_stdout(), on_round=self._print_round)
+        experiment = run_inline(experiment, log_line=_print_log, on_round=self._print_round)
         self._finish(experiment)
 
     def _print_round(self, metric):
@@ -63,6 +62,11 @@ class Command(BaseCommand):
         self.stdout.write(f"Experiment #{experiment.pk} {experiment.status} after {experiment.current_round} rounds")
         if experiment.status != "completed":
             raise CommandError(experiment.error or f"experiment ended {experiment.status}")
+
+
+def _print_log(level: str, message: str) -> None:
+    """The experiment's log lines, on stdout as they come (the run has no page open)."""
+    print(f"[{level}] {message}", flush=True)
 
 
 def _read_spec(path: Path) -> Spec:

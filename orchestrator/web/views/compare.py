@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from orchestrator.experiments.access import get_experiment_for_user
-from orchestrator.experiments.rounds import rounds_of
+from orchestrator.experiments.round_table import rounds_of
 from orchestrator.experiments.specs import flatten
 from orchestrator.experiments.summaries import METRICS, cells, summarize
 from orchestrator.sweeps.stats import METRICS as GROUP_METRICS

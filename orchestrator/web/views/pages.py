@@ -26,14 +26,14 @@ from orchestrator.experiments.access import (
 from orchestrator.experiments.leak import leak_warnings
 from orchestrator.experiments.models import ACTIVE, Experiment, Kind, Status
 from orchestrator.experiments.public import host_names, redact, redact_events
-from orchestrator.experiments.rounds import rounds_of, table_columns, table_rows
+from orchestrator.experiments.round_table import rounds_of, table_columns, table_rows
 from orchestrator.experiments.summaries import METRICS, cells, summaries_for, summarize
 from orchestrator.experiments.summaries import definitions as summary_definitions
 from orchestrator.external.liveness import mark_crashed
 from orchestrator.fleet.queues import live_workers_by_queue, queue_depths, submit_warnings, waiting_for, waiting_status
 from orchestrator.web.charts import dashboard_charts
+from orchestrator.web.experiment_forms import ExperimentForm, spec_initial
 from orchestrator.web.external_dashboard import config_groups, custom_charts
-from orchestrator.web.forms import ExperimentForm, spec_initial
 from orchestrator.web.spec_table import spec_groups
 
 SCOPES = ("all", "mine", "team", "shared")

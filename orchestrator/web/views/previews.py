@@ -14,8 +14,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, JsonResponse, QueryDict
 
 from fedweb_engine.spec.schema import SpecError, spec_fields
-from orchestrator.web.forms import ExperimentForm, form_name
-from orchestrator.web.previews import bandwidth_estimate, partition_preview, privacy_estimate, resource_estimate
+from orchestrator.web.estimates import bandwidth_estimate, partition_preview, privacy_estimate, resource_estimate
+from orchestrator.web.experiment_forms import ExperimentForm, form_name
 
 # The spec fields (dotted prefixes) each box is computed from.
 BOX_FIELDS = {

@@ -21,7 +21,7 @@ from orchestrator.experiments.summaries import summarize
 from orchestrator.sweeps.expand import create_sweep
 from orchestrator.sweeps.models import SEED_FIELD
 from orchestrator.sweeps.stats import METRICS, band, group, value_at
-from orchestrator.web.forms import spec_initial
+from orchestrator.web.experiment_forms import spec_initial
 from orchestrator.web.sweep_charts import NO_TARGET_TEXT, band_figure, parallel_figure
 from orchestrator.web.sweep_forms import SweepForm, axes_text
 

@@ -1,4 +1,4 @@
-"""The round state: what an experiment's next round needs, published after every round.
+"""An experiment's round states on disk: what its next round needs, published after every round.
 
 After round ``r`` is trained, and before it is recorded, its worker writes ``state-<r>.safetensors``
 (``Simulation.state_dict``: the global model, codec residuals, strategy buffers, the RNG, loss
