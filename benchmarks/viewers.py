@@ -152,10 +152,11 @@ def public_run(name: str):
     """A running public experiment (its share link) with a round budget no benchmark reaches."""
     from django.contrib.auth import get_user_model
 
+    from orchestrator.experiments.launch import create_experiment
     from orchestrator.experiments.models import Experiment
 
     owner = get_user_model().objects.get_or_create(username="bench-viewers")[0]
-    experiment = Experiment.objects.create(owner=owner, name=name, spec={"rounds": 100_000}, visibility="public")
+    experiment = create_experiment(owner=owner, name=name, spec={"rounds": 100_000}, visibility="public", start=False)
     Experiment.objects.filter(pk=experiment.pk).update(status="running", queue="cpu", total_rounds=100_000)
     experiment.refresh_from_db()
     assert experiment.share_token, "a public experiment gets its link when saved"

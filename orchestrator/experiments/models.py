@@ -24,7 +24,6 @@ from django.utils import timezone
 
 from fedweb_engine.components.provenance import spec_provenance
 from fedweb_engine.spec.schema import Spec, SpecError
-from orchestrator.experiments.limits import check_new_spec
 from orchestrator.experiments.records import Checkpoint, LogEntry, checkpoint_folder
 from orchestrator.fleet.workers import pick_queue
 from orchestrator.sweeps.models import Sweep
@@ -64,8 +63,10 @@ def check_team_visibility(visibility: str, team) -> None:
 
 
 def validate_spec(value) -> None:
+    """A stored spec must load, as the worker loads it (a model form's ``full_clean``); a new spec is
+    checked in full where it is created (``launch.create_experiment``)."""
     try:
-        Spec.from_stored(value)  # new rows are judged in full by Experiment.clean() and save()
+        Spec.from_stored(value)
     except SpecError as e:
         raise ValidationError(str(e), code=e.field) from None
 
@@ -126,22 +127,19 @@ class Experiment(models.Model):
     def __str__(self) -> str:
         return f"{self.name} (#{self.pk})"
 
+    @classmethod
+    def for_spec(cls, spec: Spec, **fields) -> Experiment:
+        """A new, unsaved native experiment of ``spec``, as ``launch.create_experiment`` checked it:
+        the spec is stored with its defaults filled in (what is stored is exactly what runs), with
+        its number of rounds and the provenance of the plugins it uses (its rounds go only to
+        workers with that same plugin source)."""
+        experiment = cls(spec=spec.to_dict(), total_rounds=spec.rounds, plugins=spec_provenance(spec), **fields)
+        experiment._parsed = (spec, copy.deepcopy(experiment.spec))  # starting it needs no parse again
+        return experiment
+
     def save(self, *args, **kwargs):
-        if self.kind == Kind.EXTERNAL:  # its spec is the script's free-form config: nothing runs it here
-            self._save_sharing()
-            return super().save(*args, **kwargs)
-        # The spec is normalised (defaults filled in) so what is stored is exactly what runs. A new
-        # one must pass today's bounds and limits; a stored one is not judged again. One already
-        # parsed and checked in this process (use_checked_spec) is stored as it is.
-        spec = self._carried_spec()
-        if spec is None:
-            spec = Spec.from_dict(self.spec) if self._state.adding else Spec.from_stored(self.spec)
-            if self._state.adding:
-                check_new_spec(spec)
-            self.spec = spec.to_dict()
-        if self._state.adding:
-            self.plugins = spec_provenance(spec)  # every way of creating one (form, API, sweep) passes here
-        self.total_rounds = spec.rounds
+        # The spec is stored as it is given: a new one was checked where it was created
+        # (launch.create_experiment), a stored one is never judged again.
         self._save_sharing()
         super().save(*args, **kwargs)
 
@@ -154,11 +152,6 @@ class Experiment(models.Model):
 
     def clean(self) -> None:
         check_team_visibility(self.visibility, self.team_id)
-        if self._state.adding and self.kind == Kind.NATIVE:
-            try:
-                check_new_spec(Spec.from_dict(self.spec))
-            except SpecError as e:
-                raise ValidationError({"spec": str(e)}) from None
 
     # -- domain ------------------------------------------------------------------------------
 
@@ -166,24 +159,10 @@ class Experiment(models.Model):
         """The stored spec as the engine's typed ``Spec``: parsed once per instance (a round task
         asks for it to route the round and to build the simulation) and again only once the spec
         differs from the one it parsed (``refresh_from_db`` reloads an equal dict)."""
-        carried = self._carried_spec()
-        if carried is not None:
-            return carried
         parsed = getattr(self, "_parsed", None)
         if parsed is None or parsed[1] != self.spec:
             parsed = self._parsed = (Spec.from_stored(self.spec), copy.deepcopy(self.spec))
         return parsed[0]
-
-    def use_checked_spec(self, spec: Spec) -> None:
-        """Take ``spec``, already parsed and checked (``experiments.launch.checked_spec``): saving and
-        starting this instance use it as it is, without parsing or checking it again."""
-        self.spec = spec.to_dict()
-        self._checked = (spec, self.spec)
-
-    def _carried_spec(self) -> Spec | None:
-        # Valid while self.spec is still the very dict it gave (assigning another spec drops it).
-        checked = getattr(self, "_checked", None)
-        return checked[0] if checked is not None and checked[1] is self.spec else None
 
     def enable_public_link(self) -> str:
         """Make the experiment public with a new unguessable link token (any older link dies)."""

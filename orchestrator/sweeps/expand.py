@@ -4,8 +4,9 @@ A sweep is a base spec, ``axes`` (dotted spec field -> the list of values it tak
 among them; a component option as ``model.options.width`` or ``model.options.vgg.width``, and the
 old flat names such as ``model.width`` or ``communication.topk_ratio`` still work) and a mode: ``grid`` runs every combination; ``random`` draws ``samples``
 configurations from that grid with ``sample_seed`` (the same draw every time) and runs each with
-every seed. Every expanded spec passes the same checks as a single experiment; an error names the
-field and the point, and nothing is stored unless every point is valid.
+every seed. Every run is created by ``create_experiment``, so its spec passes the one check a single
+experiment's passes; an error names the field and the point, and nothing is stored unless every
+point is valid.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import dataclasses
 import itertools
 import json
 import random
+from collections.abc import Callable
 from math import prod
 from typing import Any
 
@@ -25,6 +27,7 @@ from fedweb_engine.components import registry
 from fedweb_engine.spec import legacy as spec_legacy
 from fedweb_engine.spec.schema import COMPONENT_PATHS, Spec, SpecError, spec_fields
 from orchestrator.experiments.launch import checked_spec, create_experiment
+from orchestrator.experiments.models import Experiment
 from orchestrator.sweeps.models import SEED_FIELD, SWEEP_MODES, Sweep
 
 MAX_ERRORS = 5  # errors reported per field: enough to see the pattern, not a wall of text
@@ -171,52 +174,61 @@ def describe(point: dict) -> str:
     return " ".join(f"{field.rsplit('.', 1)[-1]}={json.dumps(value)}" for field, value in point.items())
 
 
-def expand(base: Any, axes: Any, *, mode: str = "grid", samples: int | None = None, sample_seed: int = 0):
-    """[(point, Spec)] for every run, or ``SweepError``: spec errors are keyed ``spec.<field>`` and
-    name the point (``spec.algorithm.mu: point mu=-1 seed=0: algorithm.mu must be >= 0``)."""
+def sweep_points(base: Any, axes: Any, *, mode: str = "grid", samples: int | None = None, sample_seed: int = 0):
+    """The sweep's points ({field: value}, seed included), or ``SweepError`` for what is wrong with the
+    sweep itself (``spec`` not an object, ``axes``, ``mode``, ``samples``, too many runs); each
+    point's spec is checked where its run is made."""
     if not isinstance(base, dict):
         raise _fail("spec", "spec must be a JSON object")
-    axes = check_axes(axes)
+    return points(check_axes(axes), base, mode=mode, samples=samples, sample_seed=sample_seed)
+
+
+def _each_point(base: dict, points: list[dict], make: Callable[[dict, dict], Any]) -> list:
+    """``make(point, spec dict)`` for every point, or ``SweepError`` with every point's refusal (a
+    ``SpecError`` of ``make``) keyed ``spec.<field>``, naming the point
+    (``spec.algorithm.mu: point mu=-1 seed=0: algorithm.mu must be >= 0``)."""
     errors: dict[str, list[str]] = {}
-    runs = []
-    for point in points(axes, base, mode=mode, samples=samples, sample_seed=sample_seed):
+    made = []
+    for point in points:
         try:
-            spec = checked_spec(with_values(base, point))
+            made.append(make(point, with_values(base, point)))
         except SpecError as e:
             messages = errors.setdefault(f"spec.{e.field}", [])
             if len(messages) < MAX_ERRORS:
                 messages.append(f"point {describe(point)}: {e}")
-            continue
-        runs.append((point, spec))
     if errors:
         raise SweepError(errors)
-    return runs
+    return made
+
+
+def expand(base: Any, axes: Any, *, mode: str = "grid", samples: int | None = None, sample_seed: int = 0):
+    """[(point, Spec)] for every run, each spec checked as a new experiment's is, storing nothing;
+    or ``SweepError`` (``sweep_points``'s, or every point's refusal)."""
+    found = sweep_points(base, axes, mode=mode, samples=samples, sample_seed=sample_seed)
+    return _each_point(base, found, lambda point, spec: (point, checked_spec(spec)))
 
 
 def create_sweep(*, owner, base: Any, axes: Any, mode: str = "grid", samples: int | None = None,
                  sample_seed: int = 0, start: bool = True, **fields) -> Sweep:  # fmt: skip
-    """Validate every point, then store the sweep and all its runs in one transaction (all or none),
-    then queue them when ``start``. ``fields``: name, description, tags, team, visibility."""
-    runs = expand(base, axes, mode=mode, samples=samples, sample_seed=sample_seed)
+    """Store the sweep and all its runs in one transaction, all or none, then queue them when
+    ``start``. Each run is made by ``create_experiment``, which checks its spec: a refused point
+    rolls everything back, with every point's refusal in the ``SweepError``. ``fields``: name,
+    description, tags, team, visibility."""
+    found = sweep_points(base, axes, mode=mode, samples=samples, sample_seed=sample_seed)
     shared = {k: fields[k] for k in ("team", "visibility") if k in fields}
     with transaction.atomic():
         sweep = Sweep.objects.create(
             owner=owner, base_spec=base, axes=check_axes(axes), mode=mode, samples=samples,
             sample_seed=sample_seed, **fields,
         )  # fmt: skip
-        experiments = [
-            create_experiment(
-                owner=owner,
-                spec=spec,
-                start=False,
-                sweep=sweep,
-                name=f"{sweep.name} · {describe(point)}",
-                description=sweep.description,
-                tags=sweep.tags,
-                **shared,
+
+        def run(point: dict, spec: dict) -> Experiment:
+            return create_experiment(
+                owner=owner, spec=spec, start=False, sweep=sweep, name=f"{sweep.name} · {describe(point)}",
+                description=sweep.description, tags=sweep.tags, **shared,
             )  # fmt: skip
-            for point, spec in runs
-        ]
+
+        experiments = _each_point(base, found, run)  # a SweepError leaves the block: nothing is stored
     if start:
         for experiment in experiments:
             experiment.start(by=owner.username)

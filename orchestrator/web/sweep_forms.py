@@ -1,8 +1,9 @@
 """The new-sweep form: the base spec in the New experiment form's own component fields (with the
 same conditional display; or, as an advanced option, raw JSON, which then replaces them), the swept
 fields one per line (``algorithm.mu: 0, 0.01, 0.1, 1``), the seeds, and grid or seeded random
-sampling. ``clean()`` expands the sweep with ``sweeps.expand``: the form accepts exactly what the
-API accepts."""
+sampling. ``clean()`` checks the sweep itself (``sweep_points``), ``save()`` creates it as the API does
+(``create_sweep``, where each run's spec is checked) and puts its refusals beside their inputs: the
+form accepts exactly what the API accepts."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from accounts.models import Team
 from fedweb import inputs
 from fedweb_engine.spec.schema import option_key, spec_fields
 from orchestrator.experiments.access import teams_for_creation
-from orchestrator.sweeps.expand import SweepError, expand
-from orchestrator.sweeps.models import SEED_FIELD, SWEEP_MODES
+from orchestrator.sweeps.expand import SweepError, create_sweep, sweep_points
+from orchestrator.sweeps.models import SEED_FIELD, SWEEP_MODES, Sweep
 from orchestrator.web.experiment_forms import ExperimentForm, form_name
 from orchestrator.web.owned_forms import OwnedForm, TeamVisibilityChecks
 
@@ -119,7 +120,7 @@ class SweepForm(ExperimentForm):
             raise ValidationError(f"seeds {e}") from None
 
     def clean(self):
-        cleaned = OwnedForm.clean(self)  # name, tags, team and visibility; the runs' specs are judged below
+        cleaned = OwnedForm.clean(self)  # name, tags, team and visibility; the runs' specs are judged by save()
         spec_names = {form_name(d) for d in spec_fields()} & set(self.fields)
         skipped = set(self._unselected_options())
         self.from_json = cleaned.get("base_spec") is not None
@@ -133,13 +134,26 @@ class SweepForm(ExperimentForm):
             axes[SEED_FIELD] = cleaned["seeds"]
         args = {"base": cleaned["base_spec"], "axes": axes, "mode": cleaned["mode"], "samples": cleaned.get("samples"),
                 "sample_seed": cleaned.get("sample_seed") or 0}  # fmt: skip
-        try:
-            expand(**args)
-        except SweepError as e:
-            for key, messages in e.errors.items():
-                self.add_error(self._field_of(key, axes), messages)
         self.sweep_args = args
+        try:
+            sweep_points(**args)
+        except SweepError as e:
+            self._add_sweep_errors(e)
         return cleaned
+
+    def save(self) -> Sweep | None:
+        """Create the valid form's sweep and queue its runs (``create_sweep``); None when a run's spec
+        is refused, every refusal then beside its input."""
+        fields = {k: self.cleaned_data[k] for k in ("name", "description", "tags", "team", "visibility")}
+        try:
+            return create_sweep(owner=self.user, **self.sweep_args, **fields)
+        except SweepError as e:
+            self._add_sweep_errors(e)
+            return None
+
+    def _add_sweep_errors(self, error: SweepError) -> None:
+        for key, messages in error.errors.items():
+            self.add_error(self._field_of(key, self.sweep_args["axes"]), messages)
 
     def _field_of(self, key: str, axes: dict) -> str | None:
         """The form field an expansion error belongs beside: the swept field's line or the base spec."""

@@ -11,7 +11,7 @@ from orchestrator.experiments.records import RoundMetric
 from orchestrator.live import events
 from orchestrator.sockets.consumers import ExperimentConsumer
 from tests.conftest import TINY_SPEC
-from tests.factories import round_result
+from tests.factories import new_experiment, round_result
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,7 +37,7 @@ async def _drain(communicator):
 
 @pytest.fixture
 def experiment(user):
-    e = Experiment.objects.create(owner=user, name="e", spec=TINY_SPEC)
+    e = new_experiment(owner=user, name="e", spec=TINY_SPEC)
     for r in (1, 2, 3):
         RoundMetric.record(e, _metrics(r))
     Experiment.objects.filter(pk=e.pk).update(current_round=3, status="running")

@@ -18,14 +18,14 @@ from orchestrator.live import events
 from orchestrator.sockets import consumers, fanout
 from orchestrator.sockets.consumers import ExperimentConsumer
 from tests.conftest import TINY_SPEC
-from tests.factories import round_result
+from tests.factories import new_experiment, round_result
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def public_run(user):
-    experiment = Experiment.objects.create(owner=user, name="public", spec=TINY_SPEC, visibility="public")
+    experiment = new_experiment(owner=user, name="public", spec=TINY_SPEC, visibility="public")
     Experiment.objects.filter(pk=experiment.pk).update(status="running", worker="gpu7@secret-box")
     Worker.objects.create(hostname="gpu7@secret-box", queue="cpu")
     experiment.refresh_from_db()

@@ -22,6 +22,7 @@ from orchestrator.fleet.workers import Worker
 from orchestrator.live import events
 from tests.accounts.world import PASSWORD, fast_password_hashing, make_world, metrics  # noqa: F401
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.live import wait_for
 from tests.sockets.wsclient import FORBIDDEN, experiment_socket, session_cookie, until_closed
 
@@ -116,7 +117,7 @@ def test_it_closes_each_socket_with_4403_after_its_access_change(world, open_soc
 
 @pytest.mark.slow
 def test_it_keeps_a_socket_open_through_a_long_silence_without_errors(user, daphne, tmp_path):
-    e = Experiment.objects.create(owner=user, name="paused", spec=TINY_SPEC)
+    e = new_experiment(owner=user, name="paused", spec=TINY_SPEC)
     Experiment.objects.filter(pk=e.pk).update(status=Status.PAUSED)
     with experiment_socket(daphne, e.pk, cookie=session_cookie("alice", "alice-password")) as ws:
         assert _first(ws)["status"] == Status.PAUSED
@@ -132,7 +133,7 @@ def _cancel_mid_run(user, daphne, name: str) -> tuple[Experiment, list[dict], bo
     """Start a slow run, cancel it while its worker is on a round, and read its socket until the
     status that says it has settled. Also says whether that round was still in flight at the cancel
     (the worker can finish it between our look and the cancel: then the cancel is final at once)."""
-    e = Experiment.objects.create(owner=user, name=name, spec=SLOW_SPEC)
+    e = new_experiment(owner=user, name=name, spec=SLOW_SPEC)
     with experiment_socket(daphne, e.pk, cookie=session_cookie("alice", "alice-password")) as ws:
         e.start()
         wait_for(lambda: RoundMetric.objects.filter(experiment=e).count() >= 2, 120, "two rounds")

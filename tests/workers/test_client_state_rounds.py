@@ -12,6 +12,7 @@ from orchestrator.experiments.models import Experiment
 from orchestrator.experiments.records import LogEntry
 from tests.conftest import TINY_SPEC
 from tests.engine import client_state_toy
+from tests.factories import new_experiment
 from tests.workers.reference import recorded_rounds
 from workers import runtime, state_files
 from workers.tasks import execute_round
@@ -27,7 +28,7 @@ def _toy(monkeypatch, settings, empty_round_cache):
 
 
 def _experiment(user) -> Experiment:
-    e = Experiment.objects.create(owner=user, name="client state", spec=SPEC)
+    e = new_experiment(owner=user, name="client state", spec=SPEC)
     e.start(enqueue=False)
     return e
 

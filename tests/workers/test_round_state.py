@@ -12,6 +12,7 @@ from fedweb_engine.state.checkpoint import read_checkpoint
 from orchestrator.experiments.models import Experiment, Status
 from orchestrator.experiments.records import LogEntry
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.workers.reference import recorded_rounds
 from workers import runtime, state_files
 from workers.rounds import execute_round
@@ -38,7 +39,7 @@ def _checkpoints(settings, empty_round_cache):
 
 
 def _experiment(user, **changes) -> Experiment:
-    e = Experiment.objects.create(owner=user, name="stateful", spec={**STATEFUL, **changes})
+    e = new_experiment(owner=user, name="stateful", spec={**STATEFUL, **changes})
     e.start(enqueue=False)
     return e
 

@@ -12,6 +12,7 @@ from orchestrator.experiments.models import Experiment, Status
 from orchestrator.experiments.records import Checkpoint, LogEntry
 from orchestrator.live import events
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from workers import runtime
 from workers.rounds import execute_round, run_inline
 from workers.tasks import run_round
@@ -25,7 +26,7 @@ def _checkpoints(settings, empty_round_cache):
 
 
 def _experiment(user, **changes) -> Experiment:
-    return Experiment.objects.create(owner=user, name="tiny", spec={**TINY_SPEC, **changes})
+    return new_experiment(owner=user, name="tiny", spec={**TINY_SPEC, **changes})
 
 
 def _inline(experiment) -> Experiment:

@@ -97,8 +97,8 @@ def ids_param(raw: str) -> list[int]:
 def experiment_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = ExperimentForm(request.POST, user=request.user)
-        if form.is_valid():
-            experiment = form.save()  # stored and queued with the spec the form parsed
+        # Stored and queued by create_experiment, which checks the spec; None: refused, and why is on the form.
+        if form.is_valid() and (experiment := form.save()) is not None:
             for warning in submit_warnings(experiment):
                 messages.warning(request, warning)
             return redirect("experiment_detail", experiment.pk)

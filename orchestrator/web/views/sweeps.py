@@ -18,7 +18,6 @@ from fedweb_engine.spec.presets import PRESETS
 from orchestrator.experiments import access
 from orchestrator.experiments.records import RoundMetric
 from orchestrator.experiments.summaries import summarize
-from orchestrator.sweeps.expand import create_sweep
 from orchestrator.sweeps.models import SEED_FIELD
 from orchestrator.sweeps.stats import METRICS, band, group, value_at
 from orchestrator.web.experiment_forms import spec_initial
@@ -38,9 +37,8 @@ def sweep_list(request: HttpRequest) -> HttpResponse:
 def sweep_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = SweepForm(request.POST, user=request.user)
-        if form.is_valid():
-            fields = {k: form.cleaned_data[k] for k in ("name", "description", "tags", "team", "visibility")}
-            sweep = create_sweep(owner=request.user, **form.sweep_args, **fields)
+        # Created by create_sweep, which checks every run's spec; None: refused, and why is on the form.
+        if form.is_valid() and (sweep := form.save()) is not None:
             return redirect("sweep_detail", sweep.pk)
     else:
         form = SweepForm(initial=_new_initial(request), user=request.user)
