@@ -1,6 +1,6 @@
 """Datasets and partitions: ``build_data(spec, seed)`` gives every client's samples in one tensor.
 
-Loaders (one module per dataset family) return a :class:`Pool`; ``build_data`` splits its
+Loaders (one module per dataset family, in :mod:`.datasets`) return a :class:`Pool`; ``build_data`` splits its
 training rows between clients with the functions in :mod:`.partition` and sorts the rows by
 client. No network access, ever: datasets are bundled (digits), generated, or files you have.
 """

@@ -55,13 +55,21 @@ MOVED = {
     "isolation_child": "isolation.child",
     "result": "results.round_result",
     "round_fields": "results.round_fields",
+    # The built-in datasets went one level down, into data/datasets/.
+    **{
+        f"data.{name}": f"data.datasets.{name}"
+        for name in ("cifar10", "digits", "emnist", "images", "npz", "synthetic", "tokens")
+    },
 }
 PREFIX = __name__ + "."
 
 
 def new_name(old: str) -> str:
     """The new dotted name of an old ``workers.engine...`` module."""
-    head, _, rest = old.removeprefix(PREFIX).partition(".")
+    relative = old.removeprefix(PREFIX)
+    head, _, rest = relative.partition(".")
+    if relative in MOVED:
+        return "fedweb_engine." + MOVED[relative]
     return "fedweb_engine." + MOVED.get(head, head) + ("." + rest if rest else "")
 
 
