@@ -18,7 +18,7 @@ any worker takes it at the price of loading its state. A round sent to a worker 
 released by the reconciler and sent again, as for ``pack``.
 
 With no live worker serving a queue, its ready rounds are sent at once (in policy order) and the
-broker holds them until a worker comes, as before policies existed; under ``pack`` they wait in
+broker holds them until a worker comes; under ``pack`` they wait in
 the database instead, because a packed round is sent to one chosen worker's own queue
 (``<hostname>.dq2``, Celery's worker_direct) only when ``pack_fits`` says the measured peaks of
 the rounds on that worker, plus its own, fit in the worker's memory budget.
