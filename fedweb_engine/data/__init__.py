@@ -16,7 +16,7 @@ import torch
 from fedweb_engine.components import registry
 from fedweb_engine.components.registry import DataContext
 from fedweb_engine.data import partition
-from fedweb_engine.data.base import FederatedData, as_input
+from fedweb_engine.data.federated import FederatedData, as_input
 from fedweb_engine.data.paths import confine, default_data_root
 from fedweb_engine.data.pool import Pool
 from fedweb_engine.spec.schema import DataSpec, SpecError

@@ -55,6 +55,7 @@ MOVED = {
     "isolation_child": "isolation.child",
     "result": "results.round_result",
     "round_fields": "results.round_fields",
+    "data.base": "data.federated",  # FederatedData: every client's samples in one tensor
     # The built-in datasets went one level down, into data/datasets/.
     **{
         f"data.{name}": f"data.datasets.{name}"
