@@ -1,15 +1,21 @@
 """The import graph of FedWeb's packages points one way: no loops, few function-local imports,
 small files, and each layer imports only its own layer and those below it.
 
-Layers, lowest first (the README's architecture paragraph says the same):
+The folder tree is the layer table. Layers, lowest first (the README's *Layers* paragraph says the same):
 
 - ``engine``: ``fedweb_engine``, plain PyTorch, no Django;
 - ``domain``: experiments and their state machine, records, sweeps, the fleet (workers, queues,
-  policies, scheduling, gangs), the models, accounts' models and the events the domain
-  announces (``live.events``); plus fedweb's small helpers (env, inputs);
-- ``glue``: the Celery app and what runs in a worker process (tasks, rounds, heartbeats); it calls
-  the domain, and the domain reaches it only by Celery task names and signals;
-- ``web``: views, forms, the API, the sockets, admin, management commands, settings and URLs.
+  policies, scheduling, gangs), external runs, what the domain announces (``orchestrator/live``)
+  and accounts (teams, memberships, invitations, API tokens);
+- ``glue``: what runs in a worker process (``workers``: tasks, rounds, heartbeats); it calls the
+  domain, and the domain reaches it only by Celery task names and signals;
+- ``web``: views, forms, the API, the sockets, templatetags, management commands, the Django app's
+  wiring (``orchestrator``'s AppConfig, admin and the models module that gathers each concern's
+  models for Django) and the project's settings, URLs and Celery configuration (``fedweb``).
+
+``FOLDERS`` names a layer for each top-level package and each subfolder of ``orchestrator`` and
+``accounts``, and for nothing else: a module's layer is its folder's, and a module that belongs to
+another layer moves to a folder of that layer.
 
 The graph counts function-local imports too: an import inside a function hides an edge, it does
 not remove it. One is allowed only where the module does not always need a heavy dependency
@@ -40,33 +46,24 @@ MAX_LINES = 400
 
 ENGINE, DOMAIN, GLUE, WEB = range(4)
 LAYER_NAMES = ("engine", "domain", "glue", "web")
-# Module (or package) prefix -> layer; the longest matching prefix wins.
-LAYERS: dict[str, int] = {
+# Folder (a package, dotted) -> layer. Folders only: a module is in its folder's layer.
+FOLDERS: dict[str, int] = {
     "fedweb_engine": ENGINE,
-    "fedweb.env": DOMAIN,
-    "fedweb.inputs": DOMAIN,
-    "orchestrator.models": DOMAIN,
     "orchestrator.experiments": DOMAIN,
     "orchestrator.sweeps": DOMAIN,
     "orchestrator.fleet": DOMAIN,
-    "fedweb": GLUE,  # the package __init__ creates the Celery app
-    "fedweb.celery": GLUE,
+    "orchestrator.external": DOMAIN,
+    "orchestrator.live": DOMAIN,  # the events the domain announces, and their one send
+    "accounts": DOMAIN,  # the Django app of teams: its models, their rules and their admin
     "workers": GLUE,
-    "orchestrator": WEB,  # apps, admin, management commands, templatetags
+    "orchestrator": WEB,  # the Django app's wiring: AppConfig, admin, the models module Django reads
     "orchestrator.web": WEB,
     "orchestrator.api": WEB,
-    "orchestrator.live": DOMAIN,
     "orchestrator.sockets": WEB,
-    "orchestrator.external": DOMAIN,
-    "accounts": DOMAIN,
+    "orchestrator.templatetags": WEB,
+    "orchestrator.management": WEB,
     "accounts.web": WEB,
-    "fedweb.settings": WEB,
-    "fedweb.urls": WEB,
-    "fedweb.asgi": WEB,
-    "fedweb.wsgi": WEB,
-    "fedweb.errors": WEB,
-    "fedweb.parsers": WEB,
-    "fedweb.localredis": WEB,
+    "fedweb": WEB,  # settings, URLs, ASGI/WSGI and the Celery app's configuration
 }
 
 
@@ -205,9 +202,25 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def layer_of(module: str) -> int:
-    owner = _owner(module, LAYERS)
-    assert owner is not None, f"{module} is in no layer: add it to LAYERS"
-    return LAYERS[owner]
+    owner = _owner(module, FOLDERS)
+    assert owner is not None, f"{module} is in no layer: add its folder to FOLDERS"
+    return FOLDERS[owner]
+
+
+def table_problems(folders: dict[str, int]) -> list[str]:
+    """What makes ``folders`` other than the folder tree: a key that is no package folder (a module
+    given its own layer is an exception), or a top-level package or a subfolder of orchestrator or
+    accounts with no layer of its own."""
+    problems = [f"{name} is no package folder" for name in folders if not _is_package(name)]
+    wanted = set(PACKAGES) | {
+        f"{app}.{d.name}" for app in ("orchestrator", "accounts") for d in (ROOT / app).iterdir()
+        if _is_package(f"{app}.{d.name}") and d.name != "migrations"
+    }  # fmt: skip
+    return problems + [f"{name} has no layer" for name in sorted(wanted - set(folders))]
+
+
+def _is_package(dotted: str) -> bool:
+    return (ROOT / dotted.replace(".", "/") / "__init__.py").is_file()
 
 
 def upward(found: list[Import]) -> list[str]:
@@ -273,6 +286,22 @@ def test_every_module_is_in_a_layer():
         layer_of(name)
 
 
+def test_no_module_imports_the_models_module_django_reads(found):
+    # Each model is imported from its concern; orchestrator/models.py only gathers them for Django.
+    assert [f"{i.source}, line {i.line}" for i in found if i.target == "orchestrator.models"] == []
+
+
+def test_the_layer_table_is_the_folder_tree():
+    assert table_problems(FOLDERS) == []
+    # A module given a layer of its own, and a subfolder left out, are both reported.
+    tampered = {**FOLDERS, "orchestrator.sweeps.stats": WEB}
+    del tampered["orchestrator.sockets"]
+    assert table_problems(tampered) == [
+        "orchestrator.sweeps.stats is no package folder",
+        "orchestrator.sockets has no layer",
+    ]
+
+
 def test_the_checks_fail_on_a_tampered_graph(found):
     # A loop closed by a function-local import, a domain module importing the glue, and an
     # eleventh function-local import without a comment: each is reported.
@@ -290,6 +319,9 @@ def test_the_checks_fail_on_a_tampered_graph(found):
         p.startswith(f"{len({(i.source, i.line) for i in tampered if i.local})} function-local") for p in problems
     )
     assert long_files(limit=10)  # a lower limit finds files over it
+    # A domain module importing the hub Django reads (orchestrator.models, the app's wiring) climbs.
+    hub = [Import("orchestrator.fleet.queues", "orchestrator.models", 3, local=False, why=False)]
+    assert upward(hub) == ["orchestrator.fleet.queues (domain) imports orchestrator.models (web), line 3"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
