@@ -151,7 +151,7 @@ def drive(payload: dict[str, Any]) -> dict[str, Any]:
         return {}
     from django.db.models import Avg
 
-    from orchestrator.models import RoundMetric
+    from orchestrator.experiments.records import RoundMetric
 
     rows = RoundMetric.objects.values("experiment_id").annotate(mean=Avg("round_seconds")).order_by()
     # Between rounds: from one round's record to the next round's start (it ran round_seconds up to its

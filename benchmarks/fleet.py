@@ -113,7 +113,7 @@ class LocalFleet:
 
 def wait_for_workers(n: int) -> None:
     """In a driver (Django set up): return once ``n`` workers beat, so the scheduler counts their slots."""
-    from orchestrator.models import Worker
+    from orchestrator.fleet.workers import Worker
 
     deadline = time.monotonic() + START_TIMEOUT_S
     while Worker.live().count() < n:
@@ -146,7 +146,7 @@ def wait_until_finished(ids: list[int], t0: float, deadline_s: float, poll_s: fl
     """In a driver: return once every experiment in ``ids`` has finished (completed, failed or
     cancelled); TimeoutError once ``deadline_s`` has passed since ``t0`` (a ``time.time()``).
     ``each_poll`` is called on every look, before the sleep."""
-    from orchestrator.models import FINISHED, Experiment
+    from orchestrator.experiments.models import FINISHED, Experiment
 
     while Experiment.objects.filter(pk__in=ids).exclude(status__in=FINISHED).exists():
         if time.time() - t0 > deadline_s:

@@ -124,7 +124,7 @@ async def measure(site: LiveSite, runs: int, rounds: int, rate: float, journal_d
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
-    from orchestrator.models import Experiment
+    from orchestrator.experiments.models import Experiment
 
     def api_token() -> str:
         user = get_user_model().objects.get_or_create(username="bench-ingest")[0]

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fedweb_engine.data.base import FederatedData, as_input
+from fedweb_engine.data.federated import FederatedData, as_input
 from fedweb_engine.models import build_model
 from fedweb_engine.spec.schema import Spec
 

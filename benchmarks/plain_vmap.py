@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
 from benchmarks.plain import ALGORITHMS, PlainRound, _sync
-from fedweb_engine.data.base import FederatedData, as_input
+from fedweb_engine.data.federated import FederatedData, as_input
 from fedweb_engine.models import build_model
 from fedweb_engine.spec.schema import Spec
 

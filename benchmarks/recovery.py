@@ -70,9 +70,10 @@ def drive(payload: dict[str, Any]) -> dict[str, Any]:
     start_driver(payload)
     from django.utils import timezone
 
-    from orchestrator.models import Experiment
+    from orchestrator.experiments.launch import create_experiment
+    from orchestrator.experiments.models import Experiment
 
-    e = Experiment.objects.create(owner=bench_user("recovery"), name="recovery", spec=SPEC)
+    e = create_experiment(owner=bench_user("recovery"), name="recovery", spec=SPEC, start=False)
     e.start()
     pids = {f"bench{i}": pid for i, pid in enumerate(payload["worker_pids"])}
     kills = []

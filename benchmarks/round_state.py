@@ -2,7 +2,7 @@
 
 After every round a worker writes the experiment's round state (``compact_state``:
 global model, codec/strategy buffers, RNG, participation counts) so that any
-worker runs the next round by loading it (workers/round_state.py). This measures, for the
+worker runs the next round by loading it (workers/state_files.py). This measures, for the
 1.2M-parameter CNN on FEMNIST-shaped images and the 14M-parameter language model:
 
 * ``write_fsync_s`` / ``write_s``: writing the file atomically with and without fsync;

@@ -130,7 +130,7 @@ def drive(payload: dict[str, Any]) -> dict[str, Any]:
     """In the fleet's environment: submit the trace over time, wait for every experiment, read it back."""
     start_driver(payload)
     from accounts.models import Membership, Team
-    from orchestrator.models import Experiment
+    from orchestrator.experiments.launch import create_experiment
 
     jobs = sorted(payload["jobs"], key=lambda j: j["submitted"])
     users = {u: bench_user("sched-" + u.replace(":", "-")) for u in sorted({j["user"] for j in jobs})}
@@ -143,9 +143,9 @@ def drive(payload: dict[str, Any]) -> dict[str, Any]:
     t0, ids = time.time(), []
     for job in jobs:
         time.sleep(max(0.0, t0 + job["submitted"] - time.time()))
-        e = Experiment.objects.create(
+        e = create_experiment(
             owner=users[job["user"]], team=teams.get(job["share_key"]), name=f"sched-{job['experiment_id']}",
-            spec=job["spec"], priority=job["priority"],
+            spec=job["spec"], priority=job["priority"], start=False,
         )  # fmt: skip
         e.start()
         ids.append(e.pk)

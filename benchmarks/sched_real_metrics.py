@@ -29,7 +29,8 @@ REPLAY = re.compile(r"replaying rounds (\d+)\.\.(\d+)")
 def read_back(ids: list[int], workers: int) -> dict[str, Any]:
     """In a driver (Django set up): the figures of the finished experiments ``ids``."""
     # Django is set up only in the driver process, after this module is imported.
-    from orchestrator.models import Experiment, LogEntry, RoundMetric
+    from orchestrator.experiments.models import Experiment
+    from orchestrator.experiments.records import LogEntry, RoundMetric
 
     rows = list(Experiment.objects.filter(pk__in=ids))
     completion = np.array([(e.finished - e.queued_at).total_seconds() for e in rows])

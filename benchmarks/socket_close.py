@@ -74,10 +74,10 @@ def drive(payload: dict[str, Any]) -> dict[str, Any]:
     from websockets.exceptions import ConnectionClosed
     from websockets.sync.client import connect
 
-    from orchestrator.models import Experiment
+    from orchestrator.experiments.launch import create_experiment
 
     server = f"127.0.0.1:{payload['port']}"
-    e = Experiment.objects.create(owner=bench_user("sockets"), name="sockets", spec=SPEC)
+    e = create_experiment(owner=bench_user("sockets"), name="sockets", spec=SPEC, start=False)
     delays = []
     for _ in range(payload["repeats"]):
         token = e.enable_public_link()

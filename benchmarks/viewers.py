@@ -152,10 +152,11 @@ def public_run(name: str):
     """A running public experiment (its share link) with a round budget no benchmark reaches."""
     from django.contrib.auth import get_user_model
 
-    from orchestrator.models import Experiment
+    from orchestrator.experiments.launch import create_experiment
+    from orchestrator.experiments.models import Experiment
 
     owner = get_user_model().objects.get_or_create(username="bench-viewers")[0]
-    experiment = Experiment.objects.create(owner=owner, name=name, spec={"rounds": 100_000}, visibility="public")
+    experiment = create_experiment(owner=owner, name=name, spec={"rounds": 100_000}, visibility="public", start=False)
     Experiment.objects.filter(pk=experiment.pk).update(status="running", queue="cpu", total_rounds=100_000)
     experiment.refresh_from_db()
     assert experiment.share_token, "a public experiment gets its link when saved"
@@ -179,8 +180,9 @@ def record_rounds(experiment_id: int, rounds: int, rate: float, start: threading
     """What a worker does per round, at ``rate`` rounds/s: the row, current_round, the event."""
     from django.db import close_old_connections
 
+    from orchestrator.experiments.models import Experiment
+    from orchestrator.experiments.records import RoundMetric
     from orchestrator.live import events
-    from orchestrator.models import Experiment, RoundMetric
 
     experiment = Experiment.objects.get(pk=experiment_id)
     start.wait()

@@ -21,7 +21,7 @@ class OneThreadASGIHandler(ASGIHandler):
     loop that also serves every socket: ``python -m benchmarks ingest_live``). Every view here is
     sync, so the request is handed to a thread once and comes back with its response. An async view
     would still work (Django runs it on the loop with ``async_to_sync``); reading the body and
-    sending the response stay on the loop, as before.
+    sending the response stay on the loop.
     """
 
     def load_middleware(self, is_async: bool = False) -> None:
@@ -47,7 +47,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from orchestrator.live.routing import websocket_urlpatterns  # noqa: E402
+from orchestrator.sockets.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

@@ -81,6 +81,14 @@ def parse_int(raw: str | None, *, minimum: int = -MAX_INT) -> int | None:
     return value if minimum <= value <= MAX_INT else None
 
 
+def int_value(raw: Any) -> int | None:
+    """A whole number from a form field or a JSON value: an int (not a bool) or text ``parse_int``
+    accepts; None for anything else (a float, a list, "²")."""
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        raw = str(raw)
+    return parse_int(raw) if isinstance(raw, str) else None
+
+
 def _check_depth(depth: int) -> None:
     if depth > MAX_JSON_DEPTH:
         raise JSONInputError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")

@@ -89,7 +89,7 @@ FEDWEB_MAX_CLIENTS = env_int("FEDWEB_MAX_CLIENTS", 500_000, min_value=1)
 FEDWEB_MAX_DATASET = env_bytes("FEDWEB_MAX_DATASET", 16 * 10**9)
 # The most runs one sweep may expand into (configurations x seeds); a bigger one is refused whole.
 FEDWEB_SWEEP_MAX_RUNS = env_int("FEDWEB_SWEEP_MAX_RUNS", 200, min_value=1)
-# Prometheus metrics (orchestrator/fleet/metrics.py, workers/metrics.py): web /metrics needs this bearer
+# Prometheus metrics (orchestrator/fleet/prometheus.py, workers/exporter.py): web /metrics needs this bearer
 # token when set, else answers loopback only; each worker serves its own on this port (+1, +2...
 # when taken by another worker on the host), or not at all when unset.
 FEDWEB_METRICS_TOKEN = env_token("FEDWEB_METRICS_TOKEN")
@@ -158,12 +158,12 @@ LOGIN_REDIRECT_URL = "/"
 # successful login clears the count.
 LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, min_value=1)
 LOGIN_COOLOFF_MINUTES = env_int("LOGIN_COOLOFF_MINUTES", 15, min_value=1)
-AUTHENTICATION_BACKENDS = ["accounts.ratelimit.LoginLimitBackend", "django.contrib.auth.backends.ModelBackend"]
+AUTHENTICATION_BACKENDS = ["accounts.web.login_limit.LoginLimitBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
 AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_COOLOFF_MINUTES)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-AXES_LOCKOUT_CALLABLE = "accounts.ratelimit.lockout_response"
+AXES_LOCKOUT_CALLABLE = "accounts.web.login_limit.lockout_response"
 AXES_DISABLE_ACCESS_LOG = True  # only failures are needed for the limit; no row per successful login
 AXES_VERBOSE = False
 # How long a team invitation link stays valid.
@@ -225,12 +225,12 @@ _BROKER_URL, _CHANNELS_URL = redis_urls(REDIS_URL)
 CHANNEL_LAYERS = channel_layers(_CHANNELS_URL, REDIS_PREFIX)
 
 # "default" stays in each process (previews); "shared" is what every web process must see alike:
-# the ingestion rate limit per token (orchestrator/external/ratelimit.py), in the broker's database
+# the ingestion rate limit per token (orchestrator/api/external/throttle.py), in the broker's database
 # under its own key prefix. Short timeouts: when Redis does not answer, the limit counts per process.
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "shared": {
-        "BACKEND": "fedweb.cache.RedisCache",  # Django's, with one connection pool per process
+        "BACKEND": "fedweb.redis_cache.RedisCache",  # Django's, with one connection pool per process
         "LOCATION": _BROKER_URL,
         "KEY_PREFIX": f"{REDIS_PREFIX}fedweb-cache",
         "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},

@@ -6,7 +6,7 @@ from orchestrator.web.views.metrics import metrics
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("orchestrator.api.urls")),
-    path("", include("accounts.urls")),  # /accounts/token/, /teams/, /invite/<token>/, sharing
+    path("", include("accounts.web.urls")),  # /accounts/token/, /teams/, /invite/<token>/, sharing
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("orchestrator.web.urls")),
     path("metrics", metrics, name="metrics"),  # Prometheus; see orchestrator/web/views/metrics.py

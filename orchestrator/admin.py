@@ -1,7 +1,9 @@
 from django.contrib import admin
 
 from fedweb_engine.results import round_fields
-from orchestrator.models import Checkpoint, Experiment, LogEntry, RoundMetric, Worker
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import Checkpoint, LogEntry, RoundMetric
+from orchestrator.fleet.workers import Worker
 
 
 @admin.register(Experiment)
@@ -9,6 +11,12 @@ class ExperimentAdmin(admin.ModelAdmin):
     list_display = ["id", "name", "owner", "status", "current_round", "total_rounds", "queue", "created"]
     list_filter = ["status", "queue"]
     search_fields = ["name", "description"]
+    # A new experiment's spec is checked, and its rounds and plugins recorded, by
+    # launch.create_experiment (the form, the API, the commands), which the admin does not call.
+    readonly_fields = ["spec", "plugins", "total_rounds"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
 
 
 @admin.register(RoundMetric)

@@ -4,7 +4,7 @@ One daphne process sends every live event to its sockets one after another on on
 watched by hundreds of viewers is bounded by that core (``python -m benchmarks viewers``). Here
 this process opens the listening socket once and starts N daphne processes on it (``daphne --fd``);
 the kernel hands each new connection to one of them. Each process subscribes once per experiment
-that its sockets watch (``orchestrator.live.fanout``), so every socket gets every event, whichever
+that its sockets watch (``orchestrator.sockets.fanout``), so every socket gets every event, whichever
 process holds it. Per-process state is only the fan-out and caches; sessions, access and rounds
 live in the database and Redis.
 

@@ -208,7 +208,7 @@ def workers(live_env, tmp_path):
     """Start Celery workers: ``workers.start("w1")``; all are stopped at the end of the test."""
     from django.utils import timezone
 
-    from orchestrator.models import Worker
+    from orchestrator.fleet.workers import Worker
 
     started: list[live.Process] = []
 

@@ -1,9 +1,12 @@
 """The one fake RoundResult of the web tests, built through the engine's dataclass so a field the
-engine adds, drops or renames breaks every test that uses it at once."""
+engine adds, drops or renames breaks every test that uses it at once; and a stored experiment made
+the one way experiments are made."""
 
 from __future__ import annotations
 
 from fedweb_engine.results.round_result import RoundResult
+from orchestrator.experiments.launch import create_experiment
+from orchestrator.experiments.models import Experiment
 
 
 def round_result(n: int, **overrides) -> dict:
@@ -16,3 +19,9 @@ def round_result(n: int, **overrides) -> dict:
         "vram_allocated_mb": None, "vram_reserved_mb": None, "vram_peak_mb": None, "device": "cpu",
     }  # fmt: skip
     return RoundResult(**{**values, **overrides}).to_dict()
+
+
+def new_experiment(*, owner, spec: dict, **fields) -> Experiment:
+    """A stored native experiment, not started, made as every way of making one makes it
+    (``create_experiment``: its spec checked and stored with its defaults, its rounds counted)."""
+    return create_experiment(owner=owner, spec=spec, start=False, **fields)

@@ -1,15 +1,21 @@
 """The import graph of FedWeb's packages points one way: no loops, few function-local imports,
 small files, and each layer imports only its own layer and those below it.
 
-Layers, lowest first (the README's architecture paragraph says the same):
+The folder tree is the layer table. Layers, lowest first (the README's *Layers* paragraph says the same):
 
 - ``engine``: ``fedweb_engine``, plain PyTorch, no Django;
 - ``domain``: experiments and their state machine, records, sweeps, the fleet (workers, queues,
-  policies, scheduling, gangs), the models, accounts' models and the events the domain
-  announces (``live.events``); plus fedweb's small helpers (env, inputs);
-- ``glue``: the Celery app and what runs in a worker process (tasks, rounds, heartbeats); it calls
-  the domain, and the domain reaches it only by Celery task names and signals;
-- ``web``: views, forms, the API, the sockets, admin, management commands, settings and URLs.
+  policies, scheduling, gangs), external runs, what the domain announces (``orchestrator/live``)
+  and accounts (teams, memberships, invitations, API tokens);
+- ``glue``: what runs in a worker process (``workers``: tasks, rounds, heartbeats); it calls the
+  domain, and the domain reaches it only by Celery task names and signals;
+- ``web``: views, forms, the API, the sockets, templatetags, management commands, the Django app's
+  wiring (``orchestrator``'s AppConfig, admin and the models module that gathers each concern's
+  models for Django) and the project's settings, URLs and Celery configuration (``fedweb``).
+
+``FOLDERS`` names a layer for each top-level package and each subfolder of ``orchestrator`` and
+``accounts``, and for nothing else: a module's layer is its folder's, and a module that belongs to
+another layer moves to a folder of that layer.
 
 The graph counts function-local imports too: an import inside a function hides an edge, it does
 not remove it. One is allowed only where the module does not always need a heavy dependency
@@ -40,39 +46,24 @@ MAX_LINES = 400
 
 ENGINE, DOMAIN, GLUE, WEB = range(4)
 LAYER_NAMES = ("engine", "domain", "glue", "web")
-# Module (or package) prefix -> layer; the longest matching prefix wins.
-LAYERS: dict[str, int] = {
+# Folder (a package, dotted) -> layer. Folders only: a module is in its folder's layer.
+FOLDERS: dict[str, int] = {
     "fedweb_engine": ENGINE,
-    "fedweb.env": DOMAIN,
-    "fedweb.inputs": DOMAIN,
-    "orchestrator.models": DOMAIN,
     "orchestrator.experiments": DOMAIN,
     "orchestrator.sweeps": DOMAIN,
-    "orchestrator.sweeps.charts": WEB,  # a sweep's charts: built on the web's chart helpers
     "orchestrator.fleet": DOMAIN,
-    "orchestrator.fleet.priority": WEB,  # the priority page's and API's views
-    "orchestrator.live.events": DOMAIN,  # what the domain announces, and its shape; no socket
-    "orchestrator.external.models": DOMAIN,
-    "orchestrator.external.liveness": DOMAIN,  # crash detection of external runs: the reconciler calls it
-    "accounts.models": DOMAIN,
-    "accounts.tokens": DOMAIN,
-    "accounts.ratelimit": DOMAIN,
-    "fedweb": GLUE,  # the package __init__ creates the Celery app
-    "fedweb.celery": GLUE,
+    "orchestrator.external": DOMAIN,
+    "orchestrator.live": DOMAIN,  # the events the domain announces, and their one send
+    "accounts": DOMAIN,  # the Django app of teams: its models, their rules and their admin
     "workers": GLUE,
-    "orchestrator": WEB,  # apps, admin, management commands, templatetags
+    "orchestrator": WEB,  # the Django app's wiring: AppConfig, admin, the models module Django reads
     "orchestrator.web": WEB,
     "orchestrator.api": WEB,
-    "orchestrator.live": WEB,
-    "orchestrator.external": WEB,
-    "accounts": WEB,
-    "fedweb.settings": WEB,
-    "fedweb.urls": WEB,
-    "fedweb.asgi": WEB,
-    "fedweb.wsgi": WEB,
-    "fedweb.errors": WEB,
-    "fedweb.parsers": WEB,
-    "fedweb.localredis": WEB,
+    "orchestrator.sockets": WEB,
+    "orchestrator.templatetags": WEB,
+    "orchestrator.management": WEB,
+    "accounts.web": WEB,
+    "fedweb": WEB,  # settings, URLs, ASGI/WSGI and the Celery app's configuration
 }
 
 
@@ -211,9 +202,25 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def layer_of(module: str) -> int:
-    owner = _owner(module, LAYERS)
-    assert owner is not None, f"{module} is in no layer: add it to LAYERS"
-    return LAYERS[owner]
+    owner = _owner(module, FOLDERS)
+    assert owner is not None, f"{module} is in no layer: add its folder to FOLDERS"
+    return FOLDERS[owner]
+
+
+def table_problems(folders: dict[str, int]) -> list[str]:
+    """What makes ``folders`` other than the folder tree: a key that is no package folder (a module
+    given its own layer is an exception), or a top-level package or a subfolder of orchestrator or
+    accounts with no layer of its own."""
+    problems = [f"{name} is no package folder" for name in folders if not _is_package(name)]
+    wanted = set(PACKAGES) | {
+        f"{app}.{d.name}" for app in ("orchestrator", "accounts") for d in (ROOT / app).iterdir()
+        if _is_package(f"{app}.{d.name}") and d.name != "migrations"
+    }  # fmt: skip
+    return problems + [f"{name} has no layer" for name in sorted(wanted - set(folders))]
+
+
+def _is_package(dotted: str) -> bool:
+    return (ROOT / dotted.replace(".", "/") / "__init__.py").is_file()
 
 
 def upward(found: list[Import]) -> list[str]:
@@ -249,7 +256,11 @@ def long_files(limit: int = MAX_LINES) -> list[str]:
 def found() -> list[Import]:
     found = imports()
     sources = {i.source for i in found}
-    assert {"orchestrator.models", "fedweb_engine.simulation.runner", "workers.tasks"} <= sources  # it read the tree
+    assert {
+        "orchestrator.experiments.models",
+        "fedweb_engine.simulation.runner",
+        "workers.tasks",
+    } <= sources  # it read the tree
     return found
 
 
@@ -275,23 +286,42 @@ def test_every_module_is_in_a_layer():
         layer_of(name)
 
 
+def test_no_module_imports_the_models_module_django_reads(found):
+    # Each model is imported from its concern; orchestrator/models.py only gathers them for Django.
+    assert [f"{i.source}, line {i.line}" for i in found if i.target == "orchestrator.models"] == []
+
+
+def test_the_layer_table_is_the_folder_tree():
+    assert table_problems(FOLDERS) == []
+    # A module given a layer of its own, and a subfolder left out, are both reported.
+    tampered = {**FOLDERS, "orchestrator.sweeps.stats": WEB}
+    del tampered["orchestrator.sockets"]
+    assert table_problems(tampered) == [
+        "orchestrator.sweeps.stats is no package folder",
+        "orchestrator.sockets has no layer",
+    ]
+
+
 def test_the_checks_fail_on_a_tampered_graph(found):
     # A loop closed by a function-local import, a domain module importing the glue, and an
     # eleventh function-local import without a comment: each is reported.
     tampered = [
         *found,
-        Import("orchestrator.models", "workers.tasks", 1, local=True, why=False),
+        Import("orchestrator.experiments.models", "workers.tasks", 1, local=True, why=False),
         *(Import("orchestrator.fleet.scheduling", "workers.rounds", n, local=True, why=True) for n in range(2, 12)),
     ]
     cycle = find_cycle(graph_of(tampered))
-    assert cycle is not None and "orchestrator.models" in cycle and "workers.tasks" in cycle
-    assert "orchestrator.models (domain) imports workers.tasks (glue), line 1" in upward(tampered)
+    assert cycle is not None and "orchestrator.experiments.models" in cycle and "workers.tasks" in cycle
+    assert "orchestrator.experiments.models (domain) imports workers.tasks (glue), line 1" in upward(tampered)
     problems = local_problems(tampered)
-    assert "orchestrator.models, line 1: no 'why:' comment" in problems
+    assert "orchestrator.experiments.models, line 1: no 'why:' comment" in problems
     assert any(
         p.startswith(f"{len({(i.source, i.line) for i in tampered if i.local})} function-local") for p in problems
     )
     assert long_files(limit=10)  # a lower limit finds files over it
+    # A domain module importing the hub Django reads (orchestrator.models, the app's wiring) climbs.
+    hub = [Import("orchestrator.fleet.queues", "orchestrator.models", 3, local=False, why=False)]
+    assert upward(hub) == ["orchestrator.fleet.queues (domain) imports orchestrator.models (web), line 3"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
@@ -299,7 +329,7 @@ def test_reexports_through_a_package_are_edges_to_their_module(found):
     # fedweb_engine's __init__ re-exports Spec from fedweb_engine.spec.schema: importing it through
     # the package is an edge to spec, not to the package.
     sources = {(i.source, i.target) for i in found}
-    assert ("orchestrator.models", "fedweb_engine.spec.schema") in sources
+    assert ("orchestrator.experiments.models", "fedweb_engine.spec.schema") in sources
     assert not any(t == "fedweb_engine" and s.startswith("fedweb_engine.") for s, t in sources)
 
 

@@ -25,8 +25,10 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
 from orchestrator.experiments import access
-from orchestrator.live.consumers import ExperimentConsumer
-from orchestrator.models import Experiment, ExternalRun, Kind, Status, Sweep
+from orchestrator.experiments.models import Experiment, Kind, Status
+from orchestrator.external.models import ExternalRun
+from orchestrator.sockets.consumers import ExperimentConsumer
+from orchestrator.sweeps.models import Sweep
 from tests.accounts.world import fast_password_hashing, make_experiment, make_world  # noqa: F401
 from tests.conftest import TINY_SPEC
 

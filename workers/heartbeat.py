@@ -1,8 +1,9 @@
 """Worker heartbeats: every few seconds a worker records itself, its queues, its GPUs and its
 plugins (``registry.installed_plugins()``: what routing matches experiments against), renews
-the leases of the rounds its processes are running, and re-sends rounds that were lost
+the leases of the rounds its processes are running, re-sends rounds that were lost
 (``orchestrator.fleet.scheduling.reconcile``), so a dead worker's round restarts within
-``WORKER_LOST_AFTER`` seconds on any live worker.
+``WORKER_LOST_AFTER`` seconds on any live worker, and marks external runs that went silent crashed
+(``orchestrator.external.liveness``; pages also check on read).
 
 Runs as a daemon thread in the worker's main process, started by Celery's ``worker_ready``
 signal. GPUs are read through NVML (workers.gpus), never ``torch.cuda``: initialising CUDA in the
@@ -23,10 +24,11 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from fedweb_engine.components.registry import installed_plugins
+from orchestrator.external import liveness
 from orchestrator.fleet import gangs, scheduling
 from orchestrator.fleet.queues import queue_states
+from orchestrator.fleet.workers import Worker
 from orchestrator.live import events
-from orchestrator.models import Worker
 from workers.gpus import gpu_devices
 
 log = logging.getLogger(__name__)
@@ -96,6 +98,7 @@ def beat(hostname: str, queues: str, slots: int = 1):
     if _publishes_queues(hostname):
         queue_table.publish_if_changed(time.monotonic())  # the Workers page's queue table has no other event
     scheduling.reconcile()  # and schedules every queue with ready rounds: a new worker starts work here
+    liveness.mark_crashed()  # external runs gone silent, even while nobody opens a page
     return worker
 
 

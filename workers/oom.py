@@ -15,8 +15,8 @@ from typing import TypeVar
 
 import torch
 
-from orchestrator.models import Experiment
-from workers.progress import LogLine
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import LogLine
 
 T = TypeVar("T")
 

@@ -26,10 +26,11 @@ from fedweb_engine.distributed.local import LocalMembers, local_hold
 from fedweb_engine.distributed.member import serve
 from fedweb_engine.simulation.runner import Simulation
 from orchestrator.experiments.limits import datasets_root
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import LogLine
 from orchestrator.fleet import gangs
-from orchestrator.models import Experiment, Worker
-from workers import faults, round_state
-from workers.progress import LogLine
+from orchestrator.fleet.workers import Worker
+from workers import faults, state_files
 
 log = logging.getLogger(__name__)
 
@@ -154,9 +155,9 @@ def _state_for_members(experiment: Experiment, sim: Simulation) -> str | None:
     again when the crash path replayed to it and none was)."""
     if sim.round == 0:
         return None
-    path = round_state.state_path(experiment.pk, sim.round)
-    if round_state.read(path, sim.round) is None:
-        round_state.publish(experiment.pk, sim)
+    path = state_files.state_path(experiment.pk, sim.round)
+    if state_files.read(path, sim.round) is None:
+        state_files.publish(experiment.pk, sim)
     return str(path)
 
 

@@ -12,11 +12,13 @@ from django.utils import timezone
 
 from fedweb_engine.components.provenance import label, missing
 from fedweb_engine.components.registry import installed_plugins
+from orchestrator.experiments.models import ACTIVE, Experiment
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.fleet.scheduling import release, schedule
+from orchestrator.fleet.workers import Worker
 from orchestrator.live import events
-from orchestrator.models import ACTIVE, Experiment, RoundMetric, Worker
 from orchestrator.sweeps import search
-from workers import faults, progress, runtime
+from workers import faults, runtime
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +81,7 @@ def _execute(experiment_id: int, round_number: int, worker: str, log_line):
         _refused(experiment)
         return None
     experiment.refresh_from_db()
-    log_line = log_line or progress.to_experiment_log(experiment)
+    log_line = log_line or experiment.log  # stored, and sent to its open pages
     if not was_running:
         log_line("info", f"Running round {round_number} on {worker}")
         events.publish_status(experiment)
@@ -89,7 +91,7 @@ def _execute(experiment_id: int, round_number: int, worker: str, log_line):
         metrics = result.to_dict()
         if sim.spec.privacy.mechanism != "none":
             # why: dp_accounting takes seconds to import; only DP runs need it (the accountant: here, not in the engine)
-            from workers.privacy import spent_epsilon
+            from orchestrator.experiments.privacy_budget import spent_epsilon
 
             eps = spent_epsilon(sim.spec, round_number)
             metrics["dp_epsilon"] = eps if eps is not None and eps < float("inf") else None  # JSON has no ∞

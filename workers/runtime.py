@@ -3,7 +3,7 @@ experiments by loading their round state, and checkpoint files; the out-of-memor
 
 Any worker can continue any experiment: the cache is only a shortcut. Without a cached
 simulation at the right round, the worker loads the state the previous round published
-(workers/round_state.py) into the simulation it holds, or into a new one built on data the
+(workers/state_files.py) into the simulation it holds, or into a new one built on data the
 process keeps loaded (fedweb_engine/data/cache.py): a switch costs a state load, never a replay.
 Replay is only the crash path, for a round whose state was never published (or is torn). The
 per-client state (fedweb_engine/state/client_rows.py) is in files every worker shares: loading a round
@@ -30,10 +30,10 @@ from fedweb_engine.spec.schema import Spec
 from fedweb_engine.state.client_rows import StateUnavailable
 from fedweb_engine.state.client_state import snapshot_folder
 from orchestrator.experiments.limits import datasets_root
-from orchestrator.models import Checkpoint, Experiment, checkpoint_folder
-from workers import ranks, round_state
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import Checkpoint, LogLine, checkpoint_folder
+from workers import ranks, state_files
 from workers.oom import RoundFailed, with_retry  # noqa: F401  (tasks catch runtime.RoundFailed)
-from workers.progress import LogLine
 
 # Two entries: the experiment running now and the one it interleaves with on this worker. More
 # would hold more models and datasets in (GPU) memory for no gain; memory must stay flat.
@@ -128,10 +128,10 @@ def _switch(
     experiment: Experiment, want: int, entry: _Entry | None, log_line: LogLine, group_size: int | None
 ) -> _Entry:
     """Bring ``entry`` (or a new simulation) to the end of round ``want`` by loading the state that
-    round published (round_state); without one, the crash path: replay."""
+    round published (workers.state_files); without one, the crash path: replay."""
     started = time.perf_counter()
     builds = data_cache.shared.builds
-    state = round_state.read(round_state.state_path(experiment.pk, want), want) if want > 0 else None
+    state = state_files.read(state_files.state_path(experiment.pk, want), want) if want > 0 else None
     if want > 0 and state is None:
         return _replay(experiment, want, entry, log_line, group_size)
     stale = state is None or (group_size is not None and entry is not None and entry.group_size > group_size)
@@ -185,8 +185,8 @@ def _replay(
         if entry is not None:
             entry.close()
         entry, origin = None, "the start"
-        for round_number, path in round_state.origins(experiment, want):
-            state = round_state.read(path, round_number)
+        for round_number, path in state_files.origins(experiment, want):
+            state = state_files.read(path, round_number)
             if state is None:
                 continue
             entry = _build(experiment, _spec_of(experiment, state[1]["spec"]), log_line, group_size)
@@ -243,7 +243,7 @@ def publish_state(experiment: Experiment, sim: Simulation, log_line: LogLine) ->
     """Publish the state after round ``sim.round`` for whichever worker runs the next one. A failed
     write (a full disk) does not fail the round: the next round takes the crash path and replays."""
     try:
-        round_state.publish(experiment.pk, sim)
+        state_files.publish(experiment.pk, sim)
     except OSError as e:
         log_line("warning", f"Could not publish the state of round {sim.round} ({e}); the next round may replay")
 

@@ -5,13 +5,13 @@ main process only (``loader.init_worker``, after Django is set up, before the po
 web process and the Celery app itself never import worker code. Importing it:
 
 - connects the heartbeat and the worker's metrics endpoint to Celery's ``worker_ready`` signal
-  (``workers.heartbeat``, ``workers.metrics``);
+  (``workers.heartbeat``, ``workers.exporter``);
 - imports the user's plugins (``FEDWEB_PLUGINS``) once, so the pool's children inherit them. A
   module that fails to import stops the worker at start-up, naming the module. This process forks
   the pool, so it must never initialise CUDA: a plugin that does so at import is refused.
 """
 
 from fedweb_engine.components.plugins import load_plugins
-from workers import heartbeat, metrics  # noqa: F401  (their signal handlers)
+from workers import exporter, heartbeat  # noqa: F401  (their signal handlers)
 
 load_plugins(forbid_cuda=True)

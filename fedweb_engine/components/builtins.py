@@ -8,7 +8,7 @@ each in (or beside) its own module; the order of the imports is the order the fo
 # ruff: noqa: F401 - imported for their registrations
 
 from fedweb_engine.models import logistic, mlp, cnn, vgg, lm
-from fedweb_engine.data import digits, synthetic, images, emnist, cifar10, tokens, npz
+from fedweb_engine.data.datasets import digits, synthetic, images, emnist, cifar10, tokens, npz
 from fedweb_engine.strategies import fedavg, fedavgm, fedprox, fedadam, fedyogi, fedadagrad
 from fedweb_engine.communication import codec_options as codec_components
 from fedweb_engine.algorithms import fedavg as fedavg_client, fedprox as fedprox_client, scaffold, feddyn, ditto

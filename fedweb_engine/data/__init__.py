@@ -1,6 +1,6 @@
 """Datasets and partitions: ``build_data(spec, seed)`` gives every client's samples in one tensor.
 
-Loaders (one module per dataset family) return a :class:`Pool`; ``build_data`` splits its
+Loaders (one module per dataset family, in :mod:`.datasets`) return a :class:`Pool`; ``build_data`` splits its
 training rows between clients with the functions in :mod:`.partition` and sorts the rows by
 client. No network access, ever: datasets are bundled (digits), generated, or files you have.
 """
@@ -16,7 +16,7 @@ import torch
 from fedweb_engine.components import registry
 from fedweb_engine.components.registry import DataContext
 from fedweb_engine.data import partition
-from fedweb_engine.data.base import FederatedData, as_input
+from fedweb_engine.data.federated import FederatedData, as_input
 from fedweb_engine.data.paths import confine, default_data_root
 from fedweb_engine.data.pool import Pool
 from fedweb_engine.spec.schema import DataSpec, SpecError

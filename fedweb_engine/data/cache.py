@@ -20,7 +20,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from fedweb_engine.data import build_data
-from fedweb_engine.data.base import FederatedData
+from fedweb_engine.data.federated import FederatedData
 from fedweb_engine.spec.schema import DataSpec
 
 DEFAULT_MAX_BYTES = 2 * 10**9

@@ -1,7 +1,7 @@
 """DP-FedAvg's mechanism (McMahan et al. 2018, central DP): clip, sum, add Gaussian noise, divide.
 
 The engine only *applies* the mechanism; the privacy cost (ε at δ) is accounted outside it, by a
-maintained accountant library, when the round is recorded (``workers/privacy.py``).
+maintained accountant library, when the round is recorded (``orchestrator/experiments/privacy_budget.py``).
 
 Each client's decoded update is scaled to norm at most C and counts with weight 1 (not its sample
 count: with sample weights one client's influence would depend on its data size, which the

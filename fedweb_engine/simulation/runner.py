@@ -21,7 +21,7 @@ import torch
 
 from fedweb_engine.communication.codecs import make_codec
 from fedweb_engine.data import cache as data_cache
-from fedweb_engine.data.base import FederatedData
+from fedweb_engine.data.federated import FederatedData
 from fedweb_engine.isolation.parent import train_in_child
 from fedweb_engine.models import build_model
 from fedweb_engine.privacy.mechanism import GaussianMechanism

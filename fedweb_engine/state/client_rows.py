@@ -26,7 +26,7 @@ So the files reflect round ``t`` as long as the base has not passed it: any work
 one after ``kill -9``, continues from the round state it loads. A round older than the base (a
 torn round state on the crash path) raises :class:`StateUnavailable`, and the worker falls back to
 a full checkpoint: :meth:`~ClientStateStore.save_snapshot` copies the rows beside it (sparse: only
-clients seen take space), and :meth:`~ClientStateStore.load_snapshot` puts them back. No fsync, as for round states (workers/round_state.py): a killed process leaves whole files; a torn journal is refused.
+clients seen take space), and :meth:`~ClientStateStore.load_snapshot` puts them back. No fsync, as for round states (workers/state_files.py): a killed process leaves whole files; a torn journal is refused.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The round state: ``Simulation.state_dict`` less what the next round overwrites before reading.
 
-Published after every round (workers/round_state.py), so it should be small. Of the state, the
+Published after every round (workers/state_files.py), so it should be small. Of the state, the
 broadcast weights (``"received"``) matter at a round boundary only for a top-k downlink, which sends
 the change since the last broadcast; every other downlink rewrites them whole from the global model
 before anyone reads them (``Simulation._broadcast``, also for sharded rounds). Leaving them out

@@ -18,7 +18,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from fedweb_engine.algorithms import ClientAlgorithm, GroupContext, build_algorithm
-from fedweb_engine.data.base import FederatedData, as_input, gather
+from fedweb_engine.data.federated import FederatedData, as_input, gather
 from fedweb_engine.spec.schema import LocalSpec, Spec
 from fedweb_engine.training.flat import GroupOutput, autocast, bind_flat, flat_layout, param_views
 from fedweb_engine.training.losses import LossScaler, batch_weights, task_loss, weighted_task_loss

@@ -14,7 +14,7 @@ import torch
 
 from fedweb_engine.algorithms import ClientRound, GroupContext
 from fedweb_engine.communication.codecs import Codec, compress_with_feedback
-from fedweb_engine.data.base import FederatedData
+from fedweb_engine.data.federated import FederatedData
 from fedweb_engine.privacy.mechanism import clip_rows_
 from fedweb_engine.spec.schema import Spec, SpecError
 from fedweb_engine.strategies.aggregate import accumulate_

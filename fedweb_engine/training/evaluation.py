@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from fedweb_engine.data.base import as_input
+from fedweb_engine.data.federated import as_input
 from fedweb_engine.results.round_result import accuracy_fields
 from fedweb_engine.training.client import task_loss
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 from django.db.models import Q
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import renderers, status
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import renderers, serializers, status
 from rest_framework.decorators import api_view, renderer_classes
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import Membership
-from fedweb.inputs import MAX_INT, parse_int
+from fedweb.inputs import MAX_INT, int_value, parse_int
 from orchestrator.api.serializers import (
     ExperimentCreateSerializer,
     ExperimentQueuedSerializer,
@@ -27,8 +27,9 @@ from orchestrator.api.serializers import (
     TeamSerializer,
 )
 from orchestrator.experiments import access
-from orchestrator.experiments.rounds import rounds_csv_response
-from orchestrator.models import Experiment
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.round_table import rounds_csv_response
+from orchestrator.fleet.priority import PriorityError, set_priority
 
 ACTIONS = ("start", "pause", "resume", "cancel")
 
@@ -99,6 +100,27 @@ def experiment_action(request: Request, pk: int, action: str) -> Response:
         detail = f"Cannot {action} an experiment that is {experiment.status}"
         return Response({"detail": detail, "status": experiment.status}, status=status.HTTP_409_CONFLICT)
     return Response(ExperimentQueuedSerializer(_reload(request, pk), context={"request": request}).data)
+
+
+@extend_schema(
+    request=inline_serializer("PriorityRequest", {"priority": serializers.IntegerField()}),
+    responses={
+        200: inline_serializer(
+            "PriorityResponse", {"id": serializers.IntegerField(), "priority": serializers.IntegerField()}
+        ),
+        400: OpenApiResponse(description='{"priority": ["priority must be a whole number between -1000 and 1000"]}'),
+    },
+)
+@api_view(["POST"])
+def priority(request: Request, pk: int) -> Response:
+    """Set the priority the ``priority`` policy orders by (higher first); control rights needed."""
+    experiment = access.get_experiment_for_user(request.user, pk, control=True)
+    body = request.data if isinstance(request.data, dict) else {}
+    try:
+        set_priority(experiment, int_value(body.get("priority")), by=request.user.username)
+    except PriorityError as e:
+        return Response({"priority": [str(e)]}, status=status.HTTP_400_BAD_REQUEST)
+    return Response({"id": experiment.pk, "priority": experiment.priority})
 
 
 @extend_schema(

@@ -9,12 +9,13 @@ from rest_framework import serializers
 
 from accounts.models import Team
 from fedweb_engine.results.round_result import ROUND_RESULT_FIELDS
-from fedweb_engine.spec.schema import Spec, SpecError
+from fedweb_engine.spec.schema import SpecError
 from orchestrator.api import spec_schema  # noqa: F401 - spec_schema documents SpecField in the OpenAPI schema
 from orchestrator.experiments import access
-from orchestrator.experiments.launch import checked_spec, create_experiment
+from orchestrator.experiments.launch import create_experiment
+from orchestrator.experiments.models import Experiment, Visibility, check_team_visibility
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.fleet.queues import submit_warnings
-from orchestrator.models import Experiment, RoundMetric, Visibility, check_team_visibility
 
 
 class SpecField(serializers.JSONField):
@@ -100,14 +101,13 @@ class ExperimentCreateSerializer(TeamAndVisibility, serializers.Serializer):
     spec = SpecField(help_text="The experiment spec; every field has a default")
     start = serializers.BooleanField(required=False, default=False, help_text="Queue it at once")
 
-    def validate_spec(self, value) -> Spec:
-        try:
-            return checked_spec(value)  # carried as it is to create_experiment
-        except SpecError as e:
-            raise serializers.ValidationError({e.field: [str(e)]}) from None
-
     def create(self, data) -> Experiment:
-        return create_experiment(owner=self.context["request"].user, **data)
+        """``create_experiment``, where the spec is checked: a refusal is a 400 naming the field
+        (``{"spec": {"data.alpha": ["..."]}}``), and nothing is stored."""
+        try:
+            return create_experiment(owner=self.context["request"].user, **data)
+        except SpecError as e:
+            raise serializers.ValidationError({"spec": {e.field: [str(e)]}}) from None
 
 
 class RoundSerializer(serializers.ModelSerializer):

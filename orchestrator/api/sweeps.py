@@ -18,12 +18,12 @@ from rest_framework.response import Response
 from accounts.models import Team
 from orchestrator.api.serializers import TeamAndVisibility
 from orchestrator.experiments import access
-from orchestrator.models import RoundMetric, Sweep
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.sweeps import overview
 from orchestrator.sweeps.create import create_sweep
-from orchestrator.sweeps.errors import SweepError
-from orchestrator.sweeps.models import SWEEP_MODES
+from orchestrator.sweeps.models import SWEEP_MODES, Sweep
 from orchestrator.sweeps.stats import METRICS, group
+from orchestrator.sweeps.sweep_error import SweepError
 
 
 class SweepCreateSerializer(TeamAndVisibility, serializers.Serializer):

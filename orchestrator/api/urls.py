@@ -3,12 +3,11 @@
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from accounts import api as token_api
+from accounts.web import token_api
 from orchestrator.api import experiments as api
 from orchestrator.api import sweeps as sweep_api
-from orchestrator.external import api as external_api
-from orchestrator.external import mlflow
-from orchestrator.fleet import priority
+from orchestrator.api.external import mlflow
+from orchestrator.api.external import runs as external_api
 
 urlpatterns = [
     path("experiments/", api.experiments, name="api_experiments"),
@@ -22,7 +21,7 @@ urlpatterns = [
         )
         for action in api.ACTIONS
     ],
-    path("experiments/<int:pk>/priority/", priority.api_priority, name="api_experiment_priority"),
+    path("experiments/<int:pk>/priority/", api.priority, name="api_experiment_priority"),
     path("experiments/<int:pk>/rounds/", api.rounds, name="api_rounds"),
     path("experiments/<int:pk>/rounds.csv", api.rounds_csv, name="api_rounds_csv"),
     path("sweeps/", sweep_api.sweeps, name="api_sweeps"),
@@ -33,7 +32,7 @@ urlpatterns = [
     path("external/runs/<int:pk>/finish/", external_api.end, {"outcome": "finish"}, name="api_external_finish"),
     path("external/runs/<int:pk>/fail/", external_api.end, {"outcome": "fail"}, name="api_external_fail"),
     path("external/runs/<int:pk>/revoke/", external_api.revoke, name="api_external_revoke"),
-    # The MLflow tracking REST subset (orchestrator/external/mlflow.py); every other MLflow path
+    # The MLflow tracking REST subset (orchestrator/api/external/mlflow.py); every other MLflow path
     # answers MLflow's error shape.
     path("2.0/mlflow/experiments/get-by-name", mlflow.experiment_by_name, name="mlflow_experiment_by_name"),
     path("2.0/mlflow/experiments/get", mlflow.experiment_get, name="mlflow_experiment_get"),

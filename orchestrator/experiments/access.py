@@ -28,8 +28,9 @@ from django.http import Http404
 from django.urls import reverse
 
 from accounts.models import CREATOR_ROLES, Membership, Team
+from orchestrator.experiments.models import Experiment, Visibility
 from orchestrator.live.events import WorkerEvent
-from orchestrator.models import Experiment, Sweep, Visibility
+from orchestrator.sweeps.models import Sweep
 
 SCOPES = ("mine", "team", "shared")
 

@@ -1,11 +1,12 @@
 """What a run leaves behind: its rounds' metrics, its checkpoints and its log.
 
-Each row belongs to one experiment (``orchestrator.models.Experiment``) and is written by the
+Each row belongs to one experiment (``orchestrator.experiments.models.Experiment``) and is written by the
 round task or the state machine; the pages and the API only read them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
@@ -86,6 +87,12 @@ class Checkpoint(models.Model):
 def checkpoint_folder(experiment_id: int) -> Path:
     """Where an experiment's checkpoint files live (shared by the web process and the workers)."""
     return settings.FEDWEB_DATA_DIR / "checkpoints" / str(experiment_id)
+
+
+# Where round work writes its log lines, so that the code handling the engine imports no Channels:
+# it calls ``log_line(level, message)``, which is an experiment's ``log`` (a LogEntry row plus a
+# live ``log`` event), or a line on stdout for the headless ``run_experiment --inline`` command.
+LogLine = Callable[[str, str], object]
 
 
 class LogEntry(models.Model):

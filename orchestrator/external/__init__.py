@@ -2,5 +2,6 @@
 in clients/python), never scheduled or dispatched to FedWeb's workers.
 
 ``models``: the run's token and its custom scalars; ``ingest``: validating and recording a batch of
-rounds; ``auth``: run-scoped tokens and their rate limit; ``api``: the DRF views.
+rounds; ``liveness``: a silent run marked crashed. Their API (run tokens, the rate limit, the runs
+and MLflow endpoints) is ``orchestrator.api.external``; their dashboard ``orchestrator.web.external_dashboard``.
 """

@@ -22,9 +22,10 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from fedweb_engine.results import round_fields
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.external.models import CustomMetric, ExternalRun
 from orchestrator.live import events
-from orchestrator.models import Experiment, RoundMetric, Status
 
 MAX_ROUNDS_PER_BATCH = 1000
 MAX_NAMES_PER_ROUND = 64

@@ -9,8 +9,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from orchestrator.experiments.models import Experiment, Kind, Status
 from orchestrator.live import events
-from orchestrator.models import Experiment, Kind, Status
 
 
 def mark_crashed(now=None) -> list[int]:

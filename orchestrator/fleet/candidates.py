@@ -14,10 +14,13 @@ from django.conf import settings
 from django.db.models import Avg, F, Max, Q
 from django.utils import timezone
 
+from orchestrator.experiments.models import ACTIVE, Experiment
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.fleet import gangs, policies
 from orchestrator.fleet.placement import WorkerRoom
 from orchestrator.fleet.policies import Candidate, QueueView
-from orchestrator.models import ACTIVE, Experiment, RoundMetric, Sweep, Worker
+from orchestrator.fleet.workers import Worker
+from orchestrator.sweeps.models import Sweep
 
 DEFAULT_PROBE_ROUND_SECONDS = 1.0  # srtf's guess for a round when no experiment of the queue has run one
 

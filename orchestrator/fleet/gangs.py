@@ -26,7 +26,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from fedweb_engine.components.provenance import missing
-from orchestrator.experiments.states import ACTIVE
+from orchestrator.experiments.models import ACTIVE
 from orchestrator.fleet.workers import Worker
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """Where each ready round goes: the placement half of a scheduling decision, shared by production and the
-simulation (issue 17).
+simulation.
 
 ``orchestrator.fleet.policies.order`` says which ready round goes first; ``place`` says to which worker, and
 ``schedule()`` (``orchestrator.fleet.scheduling``) and the scheduling benchmark's simulation

@@ -1,4 +1,4 @@
-"""Scheduling policies: which ready experiment's round runs next on a queue (issue 10, after Salus).
+"""Scheduling policies: which ready experiment's round runs next on a queue (after Salus).
 
 A policy is a pure function from the queue's state to an order. This module imports no Django and no
 Celery, so the dispatcher (``orchestrator/fleet/scheduling.py``) and the scheduling benchmark's simulation

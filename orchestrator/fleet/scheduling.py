@@ -21,7 +21,7 @@ rounds wait in the database, in the queue's order, and each send under the cap t
 compare-and-swap on the sweep's row (``candidates.take_sweep_slot``).
 
 With no live worker serving a queue, its ready rounds are sent at once (in policy order) and the
-broker holds them until a worker comes, as before policies existed; under ``pack`` they wait in
+broker holds them until a worker comes; under ``pack`` they wait in
 the database instead, because a packed round is sent to one chosen worker's own queue
 (``<hostname>.dq2``, Celery's worker_direct) only when ``pack_fits`` says the measured peaks of
 the rounds on that worker, plus its own, fit in the worker's memory budget.
@@ -57,10 +57,9 @@ from django.db.models import F
 from django.dispatch import receiver
 from django.utils import timezone
 
-from orchestrator.external import liveness
+from orchestrator.experiments.models import ACTIVE, Experiment, round_ready
 from orchestrator.fleet import candidates, gangs, placement, policies
 from orchestrator.fleet.workers import Worker, queue_name
-from orchestrator.models import ACTIVE, Experiment, round_ready
 
 log = logging.getLogger(__name__)
 
@@ -230,8 +229,7 @@ def reconcile(now=None) -> list[tuple[int, int]]:
     is not live, its message went unclaimed for ``WORKER_LOST_AFTER`` while a worker serving its
     queue sat idle (a worker died after taking it but before claiming it), or for
     ``ROUND_RESEND_AFTER`` whatever the queue (lost by the broker). A round that was never sent
-    is not stuck: it is ready, waiting for its queue's policy to pick it. External runs silent for
-    ``FEDWEB_EXTERNAL_CRASH_AFTER`` are marked crashed here too (pages also check on read).
+    is not stuck: it is ready, waiting for its queue's policy to pick it.
     """
     now = now or timezone.now()
     idle_queues = _idle_queues()
@@ -258,7 +256,6 @@ def reconcile(now=None) -> list[tuple[int, int]]:
         if release(e, sent_at=e.dispatched_at):
             stuck.append((e, nxt, why))
     gangs.reconcile()  # gangs whose leader stopped answering, or whose run stopped
-    liveness.mark_crashed(now)  # external runs gone silent, even while nobody opens a page
     sent = [pair for queue in _queues_with_ready_rounds() for pair in schedule(queue)]
     for e, nxt, why in stuck:
         e.log("warning", f"Round {nxt} {why}; " + ("sent it again" if (e.pk, nxt) in sent else "it is ready again"))

@@ -13,7 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from orchestrator.experiments.access import visible_ids
-from orchestrator.models import RoundMetric
+from orchestrator.experiments.records import RoundMetric
 
 RECENT_MINUTES = 60
 RECENT_LIMIT = 500  # rows read at most: the page costs the same whatever the fleet's history

@@ -266,10 +266,9 @@ def _send_all(group: str, payloads: list[dict]) -> None:
     Before returning, not handed to the event loop for later: an ingestion request is answered only
     once its rounds are on their way, so the client's next report, even one that another web
     process takes (FEDWEB_WEB_PROCESSES), is published after them, and a socket (which drops a round
-    older than the last it showed) never sees them out of order. A hand-over queue per process was
-    tried (issue 20): it freed daphne's sync thread sooner, but lost that order across processes,
-    and one benchmark run missed the last rounds of a run with no explanation found. The speed came
-    from the batching (one channel-layer send per report, not per round), which stays.
+    older than the last it showed) never sees them out of order. A hand-over queue per process would
+    free daphne's sync thread sooner, but loses that order across processes; the speed comes from
+    the batching (one channel-layer send per report, not per round).
     Sending never raises: a failed send is logged, and the database still has what it announced.
     """
     layer = get_channel_layer()

@@ -1,6 +1,6 @@
 """What the domain announces, published to open sockets (``orchestrator.live.events``).
 
-The experiment's own signals (``orchestrator.models``: status changed, a log line, access changed)
+The experiment's own signals (``orchestrator.experiments.models``: status changed, a log line, access changed)
 become socket events here, so the models never import the live layer. And open sockets check
 access again whenever it may have shrunk.
 
@@ -16,8 +16,8 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from accounts.models import Membership
+from orchestrator.experiments.models import FINISHED, Experiment, access_changed, logged, status_changed
 from orchestrator.live import events
-from orchestrator.models import FINISHED, Experiment, access_changed, logged, status_changed
 
 
 @receiver(status_changed, dispatch_uid="fedweb-live-status")
@@ -48,7 +48,7 @@ def _experiment_deleted(sender, instance: Experiment, **kwargs) -> None:
 
 def _unfinished_team_experiments(team_id: int) -> list[int]:
     """The team's experiments whose rounds may still flow. Their sockets get the access event in
-    their experiment's group too, in order with its rounds (``orchestrator.live.fanout``): the
+    their experiment's group too, in order with its rounds (``orchestrator.sockets.fanout``): the
     user's own group is another channel, and a round published right after the change could
     overtake it."""
     return list(Experiment.objects.filter(team_id=team_id).exclude(status__in=FINISHED).values_list("pk", flat=True))

@@ -5,7 +5,7 @@ import django.utils.timezone
 from django.conf import settings
 from django.db import migrations, models
 
-import orchestrator.models
+import orchestrator.experiments.models
 
 
 class Migration(migrations.Migration):
@@ -23,7 +23,7 @@ class Migration(migrations.Migration):
                 ("name", models.CharField(max_length=200)),
                 ("description", models.TextField(blank=True)),
                 ("tags", models.JSONField(blank=True, default=list)),
-                ("spec", models.JSONField(validators=[orchestrator.models.validate_spec])),
+                ("spec", models.JSONField(validators=[orchestrator.experiments.models.validate_spec])),
                 (
                     "status",
                     models.CharField(

@@ -13,12 +13,11 @@ from django.db import transaction
 
 from fedweb_engine.spec.schema import Spec, SpecError
 from orchestrator.experiments.launch import create_experiment
-from orchestrator.models import Sweep, Trial
 from orchestrator.sweeps import search as searches
-from orchestrator.sweeps.errors import SweepError
 from orchestrator.sweeps.expand import check_axes, describe, expand, is_spec_field, range_errors
-from orchestrator.sweeps.models import SEED_FIELD, STOPPING, SWEEP_MODES
+from orchestrator.sweeps.models import SEED_FIELD, STOPPING, SWEEP_MODES, Sweep, Trial
 from orchestrator.sweeps.search_options import SearchOptions, check_options
+from orchestrator.sweeps.sweep_error import SweepError
 
 EVALUATED = ("test_", "client_", "personal_")  # round fields only evaluated rounds carry
 

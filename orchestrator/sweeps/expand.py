@@ -24,8 +24,8 @@ from fedweb_engine.components import registry
 from fedweb_engine.spec import legacy as spec_legacy
 from fedweb_engine.spec.schema import COMPONENT_PATHS, Spec, SpecError, spec_fields
 from orchestrator.experiments.launch import checked_spec
-from orchestrator.sweeps.errors import SweepError
 from orchestrator.sweeps.models import SEED_FIELD, SWEEP_MODES
+from orchestrator.sweeps.sweep_error import SweepError
 
 MAX_ERRORS = 5  # errors reported per field: enough to see the pattern, not a wall of text
 

@@ -9,9 +9,10 @@ from collections import defaultdict
 
 from django.db.models import Count, Q, Sum
 
-from orchestrator.models import RoundMetric, Status, Sweep
+from orchestrator.experiments.models import Status
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.sweeps import decide, search, values
-from orchestrator.sweeps.models import TrialState
+from orchestrator.sweeps.models import Sweep, TrialState
 
 
 def label(params: dict) -> str:

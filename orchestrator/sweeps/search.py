@@ -26,11 +26,11 @@ from django.dispatch import receiver
 
 from fedweb_engine.spec.schema import SpecError
 from orchestrator.experiments.launch import checked_spec, create_experiment
+from orchestrator.experiments.models import ACTIVE, Experiment, Status, status_changed
 from orchestrator.live import events
-from orchestrator.models import ACTIVE, Experiment, Status, Sweep, Trial, status_changed
 from orchestrator.sweeps import decide, values
 from orchestrator.sweeps.expand import describe, with_values
-from orchestrator.sweeps.models import SEED_FIELD, TrialState
+from orchestrator.sweeps.models import SEED_FIELD, Sweep, Trial, TrialState
 from orchestrator.sweeps.search_options import SearchOptions
 
 BY = "the search"

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fedweb_engine.results import round_fields
-from orchestrator.sweeps.errors import SweepError
+from orchestrator.sweeps.sweep_error import SweepError
 
 DIRECTIONS = ("maximize", "minimize")
 RANGE_TYPES = ("float", "int", "choice")

@@ -11,7 +11,8 @@ import math
 import statistics
 from collections import defaultdict
 
-from orchestrator.models import CustomMetric, RoundMetric
+from orchestrator.experiments.records import RoundMetric
+from orchestrator.external.models import CustomMetric
 from orchestrator.sweeps.search_options import CUSTOM_PREFIX
 
 Points = list[tuple[int, float]]  # (round, value), oldest first

@@ -99,9 +99,9 @@ def participation_figure(rounds: list[dict]) -> dict | None:
     labels = [str(k) for k in range(len(counts) - 1)] + [f"{len(counts) - 1}+"]
     # A recipe no round matches: the page's live updates leave this snapshot alone.
     bars = go.Bar(x=labels, y=counts, name="clients", marker={"color": "#0891b2"}, meta=Formula(("-",)).as_data())
-    layout = _layout(Chart("participation", "", "clients", ()), y_title="clients", right_axis=False, empty=False)
+    layout = chart_layout(Chart("participation", "", "clients", ()), y_title="clients", right_axis=False, empty=False)
     layout["xaxis"] = {"title": {"text": f"times sampled (after round {last['round']})"}, "type": "category"}
-    figure = _figure_json([bars], layout)
+    figure = figure_json([bars], layout)
     # Its x is "times sampled", not rounds: the page keeps it out of the x-axis choice and the linked zoom.
     figure["own_x"] = True
     return figure
@@ -131,7 +131,8 @@ def _trace(trace: Trace, rounds: list[dict], **style) -> go.BaseTraceType:
     return go.Scatter(mode=mode, line=line, marker={"size": 5}, **common, **style)
 
 
-def _layout(chart: Chart, *, y_title: str, right_axis: bool, empty: bool) -> dict:
+def chart_layout(chart: Chart, *, y_title: str, right_axis: bool, empty: bool) -> dict:
+    """The Plotly layout every FedWeb chart shares (rounds on x, ``chart``'s axes, a note when ``empty``)."""
     yaxis = {"title": {"text": y_title}, "gridcolor": GRID, "rangemode": "tozero"}
     if chart.y_range:
         yaxis["range"] = list(chart.y_range)
@@ -164,7 +165,8 @@ def _layout(chart: Chart, *, y_title: str, right_axis: bool, empty: bool) -> dic
     return layout
 
 
-def _figure_json(traces: list, layout: dict) -> dict:
+def figure_json(traces: list, layout: dict) -> dict:
+    """``{"data", "layout"}`` as plotly.js takes it, from Plotly traces and a layout."""
     figure = json.loads(go.Figure(data=traces, layout=layout).to_json())
     figure["layout"].pop("template", None)  # plotly.js's own defaults, as the pages always had
     return figure
@@ -173,8 +175,8 @@ def _figure_json(traces: list, layout: dict) -> dict:
 def dashboard_figure(chart: Chart, rounds: list[dict]) -> dict:
     """``{"data", "layout"}`` of one dashboard chart for a run's rounds (``RoundResult`` dicts)."""
     traces = [_trace(t, rounds) for t in chart.traces]
-    layout = _layout(chart, y_title=chart.y_title, right_axis=bool(chart.y2_title), empty=not rounds)
-    return _figure_json(traces, layout)
+    layout = chart_layout(chart, y_title=chart.y_title, right_axis=bool(chart.y2_title), empty=not rounds)
+    return figure_json(traces, layout)
 
 
 def compare_figure(chart: Chart, series: list[dict]) -> dict:
@@ -197,11 +199,11 @@ def compare_figure(chart: Chart, series: list[dict]) -> dict:
     main = next(t for t in picked if t.compare == "solid")
     y_title = chart.y2_title if main.right_axis else chart.y_title
     empty = not any(s["rounds"] for s in series)
-    layout = _layout(chart, y_title=y_title, right_axis=False, empty=empty)
+    layout = chart_layout(chart, y_title=y_title, right_axis=False, empty=empty)
     # Six runs' legend took 60% of each panel (and scrolled): the page's shared legend replaces it.
     layout["showlegend"] = False
     layout["margin"]["t"] = 12
-    return _figure_json(traces, layout)
+    return figure_json(traces, layout)
 
 
 def _label(s: dict) -> str:

@@ -8,7 +8,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from orchestrator.experiments.access import teams_for_creation
-from orchestrator.models import check_team_visibility
+from orchestrator.experiments.models import check_team_visibility
 
 
 class TeamVisibilityChecks:

@@ -11,10 +11,10 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from orchestrator.experiments.leak import leak_warnings
+from orchestrator.experiments.models import Experiment
 from orchestrator.experiments.public import host_names, redact, redact_events
-from orchestrator.experiments.rounds import rounds_of, table_columns, table_rows
+from orchestrator.experiments.round_table import rounds_of, table_columns, table_rows
 from orchestrator.experiments.summaries import cells, summarize
-from orchestrator.models import Experiment
 from orchestrator.web.charts import dashboard_charts
 
 

@@ -16,10 +16,10 @@ from fedweb import inputs
 from fedweb_engine.spec.schema import option_key, spec_fields
 from orchestrator.experiments.access import teams_for_creation
 from orchestrator.sweeps.create import check
-from orchestrator.sweeps.errors import SweepError
 from orchestrator.sweeps.models import SEED_FIELD, STOPPING, SWEEP_MODES
 from orchestrator.sweeps.search_options import DEFAULTS
-from orchestrator.web.forms import ExperimentForm, form_name
+from orchestrator.sweeps.sweep_error import SweepError
+from orchestrator.web.experiment_forms import ExperimentForm, form_name
 from orchestrator.web.owned_forms import OwnedForm, TeamVisibilityChecks
 
 AXES_HELP = "One swept field a line: algorithm.mu: 0, 0.01, 0.1, 1 (or a JSON list after the colon)."
@@ -200,7 +200,7 @@ class SweepForm(ExperimentForm):
             raise ValidationError(f"seeds {e}") from None
 
     def clean(self):
-        cleaned = OwnedForm.clean(self)  # name, tags, team and visibility; the runs' specs are judged below
+        cleaned = OwnedForm.clean(self)  # name, tags, team and visibility; the runs' specs are judged by save()
         spec_names = {form_name(d) for d in spec_fields()} & set(self.fields)
         skipped = set(self._unselected_options())
         self.from_json = cleaned.get("base_spec") is not None

@@ -1,6 +1,5 @@
 from django.urls import path
 
-from orchestrator.fleet import priority
 from orchestrator.web.views import compare, controls, downloads, health, pages, previews, sweep_sharing, sweeps, workers
 
 # URL names are a contract with the REST API and the permission tests: keep them stable.
@@ -21,7 +20,7 @@ urlpatterns = [
     path("experiments/<int:pk>/resume/", controls.experiment_action, {"action": "resume"}, name="experiment_resume"),
     path("experiments/<int:pk>/cancel/", controls.experiment_action, {"action": "cancel"}, name="experiment_cancel"),
     path("experiments/<int:pk>/delete/", controls.experiment_delete, name="experiment_delete"),
-    path("experiments/<int:pk>/priority/", priority.experiment_priority, name="experiment_priority"),
+    path("experiments/<int:pk>/priority/", controls.experiment_priority, name="experiment_priority"),
     path("share/<str:token>/", pages.experiment_shared, name="experiment_shared"),
     path("compare/", compare.experiment_compare, name="experiment_compare"),
     path("sweeps/", sweeps.sweep_list, name="sweep_list"),

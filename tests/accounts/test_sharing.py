@@ -2,7 +2,7 @@ import pytest
 from django.urls import reverse
 
 from orchestrator.experiments import access
-from orchestrator.models import Experiment
+from orchestrator.experiments.models import Experiment
 from tests.accounts.world import make_experiment, make_world
 
 pytestmark = pytest.mark.django_db

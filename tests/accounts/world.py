@@ -9,9 +9,10 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from accounts.models import Role, Team
-from orchestrator.models import Experiment, RoundMetric
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
 from tests.conftest import TINY_SPEC
-from tests.factories import round_result
+from tests.factories import new_experiment, round_result
 
 PASSWORD = "correct horse battery"
 
@@ -37,7 +38,7 @@ def make_user(username: str, **extra):
 
 
 def make_experiment(owner, *, team=None, visibility="private", name="matrix-exp-a", rounds=2) -> Experiment:
-    experiment = Experiment.objects.create(owner=owner, team=team, visibility=visibility, name=name, spec=TINY_SPEC)
+    experiment = new_experiment(owner=owner, team=team, visibility=visibility, name=name, spec=TINY_SPEC)
     for r in range(1, rounds + 1):
         RoundMetric.record(experiment, metrics(r))
     Experiment.objects.filter(pk=experiment.pk).update(current_round=rounds)

@@ -8,10 +8,11 @@ from rest_framework.test import APIClient
 from accounts.models import Team
 from fedweb.inputs import MAX_JSON_DEPTH, JSONInputError, loads, parse_int
 from fedweb_engine.spec.schema import Spec, SpecError
-from orchestrator.live.consumers import ExperimentConsumer
-from orchestrator.models import Experiment
+from orchestrator.experiments.models import Experiment
+from orchestrator.sockets.consumers import ExperimentConsumer
 from tests.accounts.world import make_experiment
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.web.test_forms import form_data
 
 pytestmark = pytest.mark.django_db
@@ -173,7 +174,7 @@ def test_it_refuses_a_spec_number_beyond_any_float_by_field():
 
 @pytest.mark.django_db(transaction=True)
 def test_it_ignores_a_hostile_websocket_message_and_keeps_the_socket_open(user):
-    experiment = Experiment.objects.create(owner=user, name="e", spec=TINY_SPEC)
+    experiment = new_experiment(owner=user, name="e", spec=TINY_SPEC)
 
     async def scenario():
         ws = WebsocketCommunicator(ExperimentConsumer.as_asgi(), f"/ws/experiments/{experiment.pk}/?after=²")

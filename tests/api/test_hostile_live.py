@@ -8,7 +8,7 @@ from http.cookiejar import CookieJar
 
 import pytest
 
-from orchestrator.models import Experiment
+from orchestrator.experiments.models import Experiment
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

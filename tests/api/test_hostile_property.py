@@ -24,7 +24,8 @@ from accounts.models import Invitation, Membership, Team
 from fedweb_engine.components import registry
 from fedweb_engine.spec import legacy as spec_legacy
 from fedweb_engine.spec.schema import COMPONENT_PATHS, SECTIONS, spec_fields
-from orchestrator.models import Experiment, LogEntry, RoundMetric
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import LogEntry, RoundMetric
 from tests.accounts.world import make_world
 from tests.web.test_forms import form_data
 

@@ -4,7 +4,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from orchestrator.models import Experiment
+from orchestrator.experiments.models import Experiment
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,7 @@
 import pytest
 from rest_framework.test import APIClient
 
-from orchestrator.models import Experiment
+from orchestrator.experiments.models import Experiment
 from tests.accounts.world import make_user
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,8 @@ import yaml
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from orchestrator.models import Experiment, Worker
+from orchestrator.experiments.models import Experiment
+from orchestrator.fleet.workers import Worker
 from tests.accounts.world import make_world
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,8 @@ import pytest
 from django.utils import timezone
 
 from benchmarks.sched_real_metrics import read_back
-from orchestrator.models import Experiment
+from orchestrator.experiments.models import Experiment
+from tests.factories import new_experiment
 from tests.fleet.test_schedule import _measured
 
 pytestmark = pytest.mark.django_db
@@ -16,7 +17,7 @@ def test_it_counts_switches_their_seconds_and_replayed_rounds_from_the_logs(user
     t0 = timezone.now() - timedelta(seconds=100)
     made = []
     for owner, name in ((user, "a"), (other_user, "b")):
-        e = Experiment.objects.create(owner=owner, name=name, spec={"rounds": 2})
+        e = new_experiment(owner=owner, name=name, spec={"rounds": 2})
         Experiment.objects.filter(pk=e.pk).update(
             status="completed", queued_at=t0, finished=t0 + timedelta(seconds=10 if name == "a" else 30)
         )

@@ -11,11 +11,14 @@ import pytest
 from django.utils import timezone
 
 from benchmarks.sched_sim import SCALES, Job, _Fleet, _Running
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.fleet.candidates import share_key
 from orchestrator.fleet.policies import POLICIES
 from orchestrator.fleet.scheduling import schedule
-from orchestrator.models import Experiment, RoundMetric, Worker
+from orchestrator.fleet.workers import Worker
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 
 pytestmark = pytest.mark.django_db
 
@@ -42,7 +45,7 @@ def _world(users: dict, policy: str, settings) -> tuple[dict[str, Experiment], f
     now = timezone.now()
     made = {}
     for i, (name, (done, seconds, peak, last, running, priority, owner)) in enumerate(WORLD.items()):
-        e = Experiment.objects.create(owner=users[owner], name=name, spec={**TINY_SPEC, "rounds": ROUNDS})
+        e = new_experiment(owner=users[owner], name=name, spec={**TINY_SPEC, "rounds": ROUNDS})
         Experiment.objects.filter(pk=e.pk).update(
             status="running" if done else "queued", queue="cpu", current_round=done, dispatched_round=done, claimed_round=done,
             worker=last, priority=priority, queued_at=now - timedelta(seconds=100 - i), ready_since=now - timedelta(seconds=5),

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.models import Experiment, RoundMetric
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
 from tests.browser.conftest import log_in, screenshot
 from tests.factories import round_result
 from tests.web.conftest import make_experiment

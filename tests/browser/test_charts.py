@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.live import events
-from orchestrator.models import Experiment, RoundMetric
 from tests.browser.conftest import drawn, log_in
 from tests.browser.test_live_pages import _off_the_loop
 from tests.factories import round_result

@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 from rest_framework.authtoken.models import Token
 
-from orchestrator.models import Experiment, Kind
+from orchestrator.experiments.models import Experiment, Kind
 from orchestrator.sweeps.stats import run_labels
 from tests.browser.conftest import log_in, screenshot, trace_xs
 from tests.web.conftest import make_experiment

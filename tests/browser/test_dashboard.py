@@ -8,11 +8,11 @@ import shutil
 
 import pytest
 
-from orchestrator.models import Experiment
+from orchestrator.experiments.models import Experiment
 from orchestrator.sweeps.stats import run_labels
 from tests import live
 from tests.browser.conftest import ARTIFACTS, drawn, log_in, points, start_daphne, trace_xs
-from tests.factories import round_result
+from tests.factories import new_experiment, round_result
 from tests.web.conftest import make_experiment
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration]
@@ -125,7 +125,7 @@ def test_it_reloads_mid_run_and_reconnects_without_duplicate_points(page, alice,
         spec = {"rounds": total, "data": {"name": "digits", "num_clients": 100, "alpha": 0.5, "options": {"image_size": 8}},
                 "model": {"name": "mlp"}, "participation": {"clients_per_round": 10}, "local": {"batch_size": 10},
                 "compute": {"device": "cpu"}}  # fmt: skip
-        experiment = Experiment.objects.create(owner=alice, name="reload me", spec=spec)
+        experiment = new_experiment(owner=alice, name="reload me", spec=spec)
         experiment.start()
         log_in(page, base, "alice", "alice-password")
         page.goto(f"{base}/experiments/{experiment.pk}/")

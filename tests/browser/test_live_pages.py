@@ -8,8 +8,9 @@ import threading
 import pytest
 from django.conf import settings
 
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.live import events
-from orchestrator.models import Experiment, RoundMetric
 from tests.browser.conftest import drawn, log_in
 from tests.factories import round_result
 from tests.web.conftest import make_experiment

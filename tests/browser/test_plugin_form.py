@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from orchestrator.models import Experiment
+from orchestrator.experiments.models import Experiment
 from tests import live
 from tests.browser.conftest import log_in, start_daphne, trace_xs
 

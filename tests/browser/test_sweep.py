@@ -12,7 +12,7 @@ import re
 import pytest
 
 from fedweb_engine.spec.presets import PRESETS
-from orchestrator.models import Sweep
+from orchestrator.sweeps.models import Sweep
 from tests import live
 from tests.browser.conftest import log_in, screenshot
 

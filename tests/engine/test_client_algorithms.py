@@ -18,7 +18,7 @@ from torch import nn
 
 from fedweb_engine.algorithms import ClientAlgorithm, ClientRound, GroupContext, build_algorithm
 from fedweb_engine.components import registry
-from fedweb_engine.data.base import FederatedData
+from fedweb_engine.data.federated import FederatedData
 from fedweb_engine.spec.schema import LocalSpec
 from fedweb_engine.training.client import SequentialTrainer, VectorTrainer
 from fedweb_engine.training.plan import assemble_group

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from fedweb_engine.data import as_input, build_data, partition_summary
-from fedweb_engine.data.cifar10 import restricted_load
+from fedweb_engine.data.datasets.cifar10 import restricted_load
 from fedweb_engine.spec import legacy as spec_legacy
 from fedweb_engine.spec.schema import DataSpec, SpecError
 from fedweb_engine.spec.validation import build

@@ -13,7 +13,7 @@ import torch
 from fedweb_engine.algorithms import build_algorithm
 from fedweb_engine.components import registry
 from fedweb_engine.components.provenance import spec_provenance
-from fedweb_engine.data.base import FederatedData
+from fedweb_engine.data.federated import FederatedData
 from fedweb_engine.simulation.runner import Simulation
 from fedweb_engine.spec.schema import LocalSpec, Spec
 from fedweb_engine.training import vmap_probe

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from fedweb_engine import Spec
-from fedweb_engine.data.base import gather
+from fedweb_engine.data.federated import gather
 from fedweb_engine.probes import memory as probes
 from fedweb_engine.simulation import runner
 from fedweb_engine.simulation.runner import Simulation

@@ -8,7 +8,7 @@ import torch
 
 from fedweb_engine.components import registry
 from fedweb_engine.components.registry import DataContext
-from fedweb_engine.data.npz import WHERE
+from fedweb_engine.data.datasets.npz import WHERE
 from fedweb_engine.spec.schema import SpecError
 
 
@@ -135,7 +135,7 @@ def test_bad_contents_are_named(root):
 
 
 def test_an_oversized_header_is_refused_before_reading(root, monkeypatch):
-    from fedweb_engine.data import npz
+    from fedweb_engine.data.datasets import npz
 
     x, y = _images(50, 0)
     np.savez(root / "big.npz", x_train=x, y_train=y)

@@ -17,9 +17,12 @@ except DeprecationWarning as w:
 warnings.simplefilter("ignore", DeprecationWarning)
 from workers.engine import registry as old
 from workers.engine.spec import Spec as OldSpec
+import importlib
+old_digits = importlib.import_module("workers.engine.data.digits")  # moved one level down
 from fedweb_engine.components import registry as new
+from fedweb_engine.data.datasets import digits
 from fedweb_engine import Spec
-print(old is new, OldSpec is Spec)
+print(old is new, OldSpec is Spec, old_digits is digits)
 """
 
 
@@ -27,7 +30,7 @@ def test_the_old_import_paths_warn_and_give_the_same_modules():
     out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "warned: workers.engine moved to fedweb_engine" in out.stdout
-    assert out.stdout.strip().endswith("True True")  # one registry: a plugin registered either way is found
+    assert out.stdout.strip().endswith("True True True")  # one registry: a plugin registered either way is found
 
 
 def test_the_old_command_line_still_runs():

@@ -1,8 +1,10 @@
-"""Create-then-start is one domain function (``orchestrator.experiments.launch``): the page, the
-API and sweeps parse and check a new spec once, where the input is validated, and carry the
-parsed spec on to storing and queueing it. The local learning rate's walk from the form to the
-step is the README's ("Where things go"): these files, in this order, never a call back up a layer."""
+"""Create-then-start is one domain function (``orchestrator.experiments.launch.create_experiment``):
+the page, the API, sweeps and the commands hand it the spec as submitted, and it is where a new
+spec is parsed and checked, once; the model stores what it is given and checks nothing. The local
+learning rate's walk from the form to the step is the README's ("Where things go"): these files, in
+this order, never a call back up a layer."""
 
+import ast
 import inspect
 from collections import Counter
 from pathlib import Path
@@ -10,10 +12,10 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
-from fedweb_engine.spec.schema import LocalSpec, Spec
+from fedweb_engine.spec.schema import LocalSpec, Spec, SpecError
 from fedweb_engine.training.client import sgd_update_
 from orchestrator.experiments import launch
-from orchestrator.models import Experiment, Status
+from orchestrator.experiments.models import Experiment, Status
 from orchestrator.sweeps.create import create_sweep
 from tests.accounts.world import make_world
 from tests.conftest import TINY_SPEC
@@ -45,7 +47,6 @@ def counted(monkeypatch):
         return check(spec)
 
     monkeypatch.setattr(launch, "check_new_spec", counting_check)
-    monkeypatch.setattr("orchestrator.models.check_new_spec", counting_check)
     return calls
 
 
@@ -79,14 +80,59 @@ def test_a_sweep_parses_and_checks_each_run_once(counted, enqueued):
     assert counted == Counter(from_dict=3, check_new_spec=3)
 
 
-def test_a_spec_assigned_after_the_checked_one_is_parsed_and_checked_again(counted):
-    world = make_world()
-    counted.clear()  # the world's own experiments are not counted
-    experiment = Experiment(owner=world.owner, name="n")
-    experiment.use_checked_spec(launch.checked_spec(TINY_SPEC))
-    experiment.spec = {**TINY_SPEC, "rounds": 5}  # another spec: the carried one no longer applies
+def test_it_stores_the_spec_with_its_defaults_its_rounds_and_the_plugins_it_uses(user):
+    experiment = launch.create_experiment(owner=user, name="x", spec={"rounds": 3}, start=False)
+    stored = Experiment.objects.get(pk=experiment.pk)
+    assert stored.spec == Spec.from_dict({"rounds": 3}).to_dict()  # what is stored is exactly what runs
+    assert stored.total_rounds == 3 and stored.plugins == [] and stored.status == Status.DRAFT
+
+
+def test_a_refused_spec_names_its_field_and_stores_nothing(user, enqueued, settings):
+    settings.FEDWEB_MAX_CLIENTS = 10
+    for spec, field in (({"rounds": 0}, "rounds"), (TINY_SPEC, "data.num_clients"), ([1, 2], "spec")):
+        with pytest.raises(SpecError) as refused:
+            launch.create_experiment(owner=user, name="x", spec=spec)
+        assert refused.value.field == field, refused.value
+    assert not Experiment.objects.exists() and enqueued == []
+
+
+def test_saving_an_experiment_checks_and_changes_nothing_in_its_spec(user):
+    # A stored spec that today's bounds refuse, in an old shape: a rename stores it as it was.
+    experiment = launch.create_experiment(owner=user, name="old", spec=TINY_SPEC, start=False)
+    old = {"rounds": 10**6, "model": {"name": "mlp", "hidden": 10**9}, "local": {"lr": 1e308}}
+    Experiment.objects.filter(pk=experiment.pk).update(spec=old, total_rounds=7)
+    experiment.refresh_from_db()
+    experiment.name = "renamed"
     experiment.save()
-    assert experiment.total_rounds == 5 and counted["check_new_spec"] == 2  # checked_spec's, and save's
+    stored = Experiment.objects.get(pk=experiment.pk)
+    assert stored.name == "renamed" and stored.spec == old and stored.total_rounds == 7
+    bare = Experiment(owner=user, name="bare", spec={"rounds": -1})
+    bare.save()  # only create_experiment judges a new spec
+    assert Experiment.objects.get(pk=bare.pk).spec == {"rounds": -1}
+
+
+def test_only_create_experiment_makes_a_native_experiment_in_the_app():
+    # Every other construction of an Experiment is an external run's (its spec is a script's config).
+    made = []
+    for path in sorted(ROOT.glob("*/**/*.py")):
+        if path.parts[len(ROOT.parts)] not in ("orchestrator", "accounts", "workers", "fedweb"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and _makes_experiment(node.func):
+                external = any(k.arg == "kind" and "EXTERNAL" in ast.unparse(k.value) for k in node.keywords)
+                if not external:
+                    made.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert made == ["orchestrator/experiments/launch.py:" + str(_line_of_for_spec())], made
+
+
+def _makes_experiment(func: ast.expr) -> bool:
+    text = ast.unparse(func)
+    return text in ("Experiment", "Experiment.objects.create", "Experiment.for_spec")
+
+
+def _line_of_for_spec() -> int:
+    source, start = inspect.getsourcelines(launch.create_experiment)
+    return start + next(i for i, line in enumerate(source) if "Experiment.for_spec(" in line)
 
 
 def test_a_worker_parses_the_spec_once_per_round_and_trains_with_the_form_s_learning_rate(
@@ -113,7 +159,7 @@ def test_a_worker_parses_the_spec_once_per_round_and_trains_with_the_form_s_lear
 
 
 RATE = 0.0123  # a rate no default or preset has: only the form's input carries it
-FORM = "orchestrator/web/forms.py"
+FORM = "orchestrator/web/experiment_forms.py"
 README_WALK_START = "The local learning rate, from the New experiment form"
 
 

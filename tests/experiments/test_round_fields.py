@@ -11,7 +11,7 @@ from fedweb_engine.results.round_result import ROUND_RESULT_FIELDS
 from fedweb_engine.simulation.runner import Simulation
 from orchestrator.api.serializers import RoundSerializer
 from orchestrator.experiments.records import RoundMetric
-from orchestrator.experiments.rounds import ROUND_FIELDS, TABLE_COLUMNS, rounds_of, table_rows, write_rounds_csv
+from orchestrator.experiments.round_table import ROUND_FIELDS, TABLE_COLUMNS, rounds_of, table_rows, write_rounds_csv
 from orchestrator.web.charts import dashboard_charts
 from tests.web.conftest import make_experiment
 
@@ -112,7 +112,7 @@ def test_a_ditto_run_records_the_global_and_the_personal_worst_10_percent_side_b
 
 
 def test_the_ranks_columns_show_only_for_distributed_runs_with_one_value_per_rank():
-    from orchestrator.experiments.rounds import shown_columns
+    from orchestrator.experiments.round_table import shown_columns
 
     one = {"round": 1, "ranks": None, "rank_devices": None, "rank_train_seconds": None, "allreduce_seconds": None}
     two = {"round": 1, "ranks": 2, "rank_devices": ["w1 cpu", "w2 cpu"], "rank_train_seconds": [0.512, 0.498],

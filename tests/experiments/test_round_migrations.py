@@ -8,8 +8,8 @@ from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from orchestrator.experiments.rounds import rounds_of, table_rows
-from orchestrator.models import Experiment
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.round_table import rounds_of, table_rows
 from orchestrator.web.charts import dashboard_charts
 from tests.conftest import TINY_SPEC
 from tests.factories import round_result

@@ -11,7 +11,9 @@ from asgiref.sync import async_to_sync
 from channels.testing import HttpCommunicator
 
 from fedweb.asgi import application
-from orchestrator.models import CustomMetric, Experiment, RoundMetric
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
+from orchestrator.external.models import CustomMetric
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,7 +11,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
-from orchestrator.models import CustomMetric, Experiment, Kind, RoundMetric, Status
+from orchestrator.experiments.models import Experiment, Kind, Status
+from orchestrator.experiments.records import RoundMetric
+from orchestrator.external.models import CustomMetric
 from tests import live
 from tests.external.conftest import CLIENT_SRC
 

@@ -9,8 +9,9 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from orchestrator.external.display import config_groups, custom_charts
-from orchestrator.models import Experiment, ExternalRun, Status
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.external.models import ExternalRun
+from orchestrator.web.external_dashboard import config_groups, custom_charts
 from tests.external.conftest import post_rounds
 
 pytestmark = pytest.mark.django_db

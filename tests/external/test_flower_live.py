@@ -10,7 +10,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
-from orchestrator.models import CustomMetric, Experiment, Kind, RoundMetric, Status
+from orchestrator.experiments.models import Experiment, Kind, Status
+from orchestrator.experiments.records import RoundMetric
+from orchestrator.external.models import CustomMetric
 from tests.external.conftest import CLIENT_SRC  # noqa: F401  (puts clients/python on sys.path)
 
 # isort: split

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.models import CustomMetric, RoundMetric
+from orchestrator.experiments.records import RoundMetric
+from orchestrator.external.models import CustomMetric
 
 pytestmark = pytest.mark.django_db
 

@@ -10,10 +10,12 @@ from django.utils import timezone
 
 from fedweb_engine.results import round_fields
 from orchestrator.experiments import summaries
+from orchestrator.experiments.models import Experiment, Kind, Status
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.external.liveness import mark_crashed
-from orchestrator.fleet.scheduling import reconcile
-from orchestrator.models import CustomMetric, Experiment, ExternalRun, Kind, RoundMetric, Status
+from orchestrator.external.models import CustomMetric, ExternalRun
 from tests.external.conftest import post_rounds, run_client, user_client
+from workers import heartbeat
 
 pytestmark = pytest.mark.django_db
 
@@ -133,11 +135,12 @@ def test_silent_run_crashes_and_a_report_revives_it(run):
 
 
 @override_settings(FEDWEB_EXTERNAL_CRASH_AFTER=60)
-def test_the_reconciler_marks_a_silent_run_crashed_with_no_page_open(run):
+def test_a_worker_s_heartbeat_marks_a_silent_run_crashed_with_no_page_open(run):
     pk, _ = run
-    assert reconcile() == [] and Experiment.objects.get(pk=pk).status == Status.RUNNING
+    heartbeat.beat("w@host", "cpu")
+    assert Experiment.objects.get(pk=pk).status == Status.RUNNING
     ExternalRun.objects.filter(experiment_id=pk).update(last_report=timezone.now() - timedelta(seconds=61))
-    reconcile()  # what every worker's heartbeat runs
+    heartbeat.beat("w@host", "cpu")
     assert Experiment.objects.get(pk=pk).status == Status.CRASHED
 
 

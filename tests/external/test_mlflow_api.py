@@ -11,7 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
-from orchestrator.models import CustomMetric, Experiment, MlflowRun, RoundMetric
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
+from orchestrator.external.models import CustomMetric, MlflowRun
 from tests.external.conftest import user_client
 
 pytestmark = pytest.mark.django_db

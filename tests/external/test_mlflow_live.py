@@ -12,7 +12,9 @@ import requests
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
-from orchestrator.models import CustomMetric, Experiment, Kind, RoundMetric, Status
+from orchestrator.experiments.models import Experiment, Kind, Status
+from orchestrator.experiments.records import RoundMetric
+from orchestrator.external.models import CustomMetric
 
 mlflow = pytest.importorskip("mlflow")
 from mlflow.exceptions import MlflowException  # noqa: E402

@@ -1,4 +1,4 @@
-"""The ingestion rate limit per token is one budget for every web process (orchestrator/external/ratelimit.py)."""
+"""The ingestion rate limit per token is one budget for every web process (orchestrator/api/external/throttle.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from django.core.cache.backends.redis import RedisCache
 from django.test import override_settings
 from rest_framework.authtoken.models import Token
 
-from fedweb.cache import RedisCache as SharedRedisCache
-from orchestrator.external import ratelimit
-from orchestrator.models import RoundMetric
+from fedweb.redis_cache import RedisCache as SharedRedisCache
+from orchestrator.api.external import throttle
+from orchestrator.experiments.records import RoundMetric
 from tests import live
 from tests.external.conftest import post_rounds
 
@@ -24,9 +24,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def fresh_fallback():
-    ratelimit._shared_down_until = 0.0
+    throttle._shared_down_until = 0.0
     yield
-    ratelimit._shared_down_until = 0.0
+    throttle._shared_down_until = 0.0
 
 
 @override_settings(FEDWEB_EXTERNAL_RATE=2)
@@ -37,7 +37,7 @@ def test_it_names_the_limit_in_the_429(run):
     assert r.status_code == 429, r.content
     detail = r.json()["detail"]
     assert "2 requests per minute" in detail and "FEDWEB_EXTERNAL_RATE" in detail, detail
-    assert 1 <= int(r["Retry-After"]) <= ratelimit.WINDOW_SECONDS
+    assert 1 <= int(r["Retry-After"]) <= throttle.WINDOW_SECONDS
 
 
 def test_it_counts_in_this_process_when_the_shared_cache_is_away(settings, run, fresh_fallback):
@@ -50,7 +50,7 @@ def test_it_counts_in_this_process_when_the_shared_cache_is_away(settings, run, 
     }
     codes = [post_rounds(client, pk, {"round": n, "metrics": {}}).status_code for n in (1, 2, 3)]
     assert codes == [201, 201, 429]  # no 500: the limit still holds, per process
-    assert ratelimit._shared_down_until > 0
+    assert throttle._shared_down_until > 0
 
 
 @pytest.mark.integration
@@ -58,10 +58,10 @@ def test_two_cache_clients_count_into_one_window(redis_url, fresh_fallback):
     # Two clients with their own connection pools, as two web processes have.
     params = {"KEY_PREFIX": f"fedweb-test-{uuid.uuid4().hex[:8]}"}
     one, two = RedisCache(redis_url, params), RedisCache(redis_url, params)
-    counted = [ratelimit._count_in(c, "throttle:test:run-1") for c in (one, two, one, two, two)]
+    counted = [throttle._count_in(c, "throttle:test:run-1") for c in (one, two, one, two, two)]
     assert [number for number, _ in counted] == [1, 2, 3, 4, 5]
     # the seconds left in the window (the 429's Retry-After) come with the count
-    assert all(0 < left <= ratelimit.WINDOW_SECONDS for _, left in counted), counted
+    assert all(0 < left <= throttle.WINDOW_SECONDS for _, left in counted), counted
     one.delete("throttle:test:run-1")
 
 
@@ -71,9 +71,9 @@ def test_a_window_that_ran_out_inside_incr_still_expires(redis_url, fresh_fallba
     cache = RedisCache(redis_url, {"KEY_PREFIX": f"fedweb-test-{uuid.uuid4().hex[:8]}"})
     key = "throttle:test:run-2"
     cache.set(key, 0, None)  # no expiry, as a key INCR creates
-    assert ratelimit._count_in(cache, key)[0] == 1
+    assert throttle._count_in(cache, key)[0] == 1
     client = cache._cache.get_client(key)
-    assert 0 < client.ttl(cache.make_and_validate_key(key)) <= ratelimit.WINDOW_SECONDS
+    assert 0 < client.ttl(cache.make_and_validate_key(key)) <= throttle.WINDOW_SECONDS
     cache.delete(key)
 
 

@@ -29,7 +29,7 @@ def names(samples: Samples) -> set[str]:
 
 def round_row(experiment, number: int, seconds: float, device: str = "cpu", **fields):
     """A stored round, as a worker records it (only what the metrics read matters)."""
-    from orchestrator.models import RoundMetric
+    from orchestrator.experiments.records import RoundMetric
 
     values = dict(
         participants=4, completed=4, stragglers=0, dropped=0, bytes_down=0, bytes_up=0, bytes_formula=0,

@@ -7,8 +7,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from orchestrator.experiments.models import Experiment
 from orchestrator.fleet.scheduling import reconcile, schedule
-from orchestrator.models import Experiment, Worker
+from orchestrator.fleet.workers import Worker
 from tests.fleet.test_schedule import _measured, _new
 
 pytestmark = pytest.mark.django_db

@@ -8,10 +8,11 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import Membership, Team
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.fleet.candidates import service_seconds
 from orchestrator.fleet.policies import decayed
 from orchestrator.fleet.scheduling import schedule
-from orchestrator.models import RoundMetric, Worker
+from orchestrator.fleet.workers import Worker
 from tests.fleet.test_schedule import _measured, _new, _run
 
 HOUR = 3600.0

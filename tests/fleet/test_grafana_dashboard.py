@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.fleet.metrics import FleetCollector, RoundTally
-from workers.metrics import WorkerCollector
+from orchestrator.fleet.prometheus import FleetCollector, RoundTally
+from workers.exporter import WorkerCollector
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json"
 SUFFIXES = {"counter": ["_total"], "histogram": ["_bucket", "_count", "_sum"], "gauge": [""]}

@@ -6,9 +6,11 @@ import pytest
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 
-from orchestrator.fleet.metrics import SETTLE_S, FleetCollector, RoundTally
-from orchestrator.models import Experiment, Status, Worker
+from orchestrator.experiments.models import Status
+from orchestrator.fleet.prometheus import SETTLE_S, FleetCollector, RoundTally
+from orchestrator.fleet.workers import Worker
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.fleet.metrics_helpers import parse, round_row, value
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +38,7 @@ def scrape(clock):
 
 
 def _experiment(user, status=Status.DRAFT, queue="", name="e"):
-    return Experiment.objects.create(owner=user, name=name, spec=TINY_SPEC, status=status, queue=queue)
+    return new_experiment(owner=user, name=name, spec=TINY_SPEC, status=status, queue=queue)
 
 
 def test_it_reports_queue_depth_per_queue_with_its_policy(user, settings, scrape):

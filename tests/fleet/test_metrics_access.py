@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from fedweb import env
 from fedweb.localredis import free_port
 from tests.fleet.metrics_helpers import parse, value
-from workers.metrics import serve
+from workers.exporter import serve
 
 TOKEN = "s3cret-metrics-token-0123"
 
@@ -47,12 +47,12 @@ def test_it_requires_the_bearer_token_from_everyone_when_one_is_set(client, sett
 def test_it_answers_503_when_the_database_is_unavailable(client, settings, monkeypatch):
     from django.db import OperationalError
 
-    from orchestrator.fleet import metrics
+    from orchestrator.fleet import prometheus
 
     def broken():
         raise OperationalError("database is locked")
 
-    monkeypatch.setattr(metrics, "experiment_metrics", broken)
+    monkeypatch.setattr(prometheus, "experiment_metrics", broken)
     response = client.get("/metrics", REMOTE_ADDR="127.0.0.1")
     assert response.status_code == 503 and b"database is locked" in response.content
 

@@ -6,9 +6,11 @@ import urllib.request
 import pytest
 
 from fedweb.localredis import free_port
-from orchestrator.models import Experiment, RoundMetric, Status
+from orchestrator.experiments.models import Status
+from orchestrator.experiments.records import RoundMetric
 from tests import live
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.fleet.metrics_helpers import parse, value
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -54,7 +56,7 @@ def test_it_scrapes_numbers_that_move_with_a_live_run(user, fleet):
     assert value(start, "fedweb_worker_up", worker=_w1()) == 1
     assert value(start, "fedweb_rounds_total") is None
 
-    e = Experiment.objects.create(owner=user, name="scraped", spec=SPEC)
+    e = new_experiment(owner=user, name="scraped", spec=SPEC)
     assert e.start()
     midway, busy_seen = None, False
     while True:
@@ -95,6 +97,6 @@ def test_it_scrapes_numbers_that_move_with_a_live_run(user, fleet):
 
 
 def _w1() -> str:
-    from orchestrator.models import Worker
+    from orchestrator.fleet.workers import Worker
 
     return Worker.objects.get(hostname__startswith="w1@").hostname

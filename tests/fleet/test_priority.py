@@ -8,8 +8,8 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from fedweb import env
+from orchestrator.experiments.models import Experiment
 from orchestrator.fleet.policies import POLICIES
-from orchestrator.models import Experiment
 from tests.accounts.world import fast_password_hashing, make_world  # noqa: F401
 
 pytestmark = pytest.mark.django_db

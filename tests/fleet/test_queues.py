@@ -5,9 +5,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from orchestrator.experiments.models import Experiment
 from orchestrator.fleet.queues import broker_message_counts, queue_states, submit_warnings, waiting_reason
-from orchestrator.models import Experiment, Worker
+from orchestrator.fleet.workers import Worker
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +27,7 @@ def lost_worker(hostname: str, queue: str) -> Worker:
 
 def run(owner, device: str = "cpu", status: str = "queued", queue: str = "cpu") -> Experiment:
     spec = {**TINY_SPEC, "compute": {"device": device}}
-    experiment = Experiment.objects.create(owner=owner, name=f"{device} run", spec=spec)
+    experiment = new_experiment(owner=owner, name=f"{device} run", spec=spec)
     Experiment.objects.filter(pk=experiment.pk).update(status=status, queue=queue)
     experiment.refresh_from_db()
     return experiment

@@ -9,16 +9,20 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.fleet import gangs
+from orchestrator.fleet.gangs import Gang
 from orchestrator.fleet.scheduling import reconcile, schedule
-from orchestrator.models import Experiment, Gang, RoundMetric, Worker
+from orchestrator.fleet.workers import Worker
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 
 pytestmark = pytest.mark.django_db
 
 
 def _new(owner, name, *, rounds=5, priority=0, team=None, start=True) -> Experiment:
-    e = Experiment.objects.create(owner=owner, name=name, spec={**TINY_SPEC, "rounds": rounds}, priority=priority)
+    e = new_experiment(owner=owner, name=name, spec={**TINY_SPEC, "rounds": rounds}, priority=priority)
     if team is not None:
         Experiment.objects.filter(pk=e.pk).update(team=team)
     if start:
@@ -65,9 +69,7 @@ def test_it_sends_no_more_rounds_than_the_live_workers_have_slots(user, worker, 
 def test_a_gang_s_members_take_their_slots_until_it_is_dissolved(user, enqueued):
     for name in ("w1@h", "w2@h", "w3@h"):
         Worker.objects.create(hostname=name, queue="cpu", slots=1)
-    ranked = Experiment.objects.create(
-        owner=user, name="ranked", spec={**TINY_SPEC, "compute": {"device": "cpu", "ranks": 2}}
-    )
+    ranked = new_experiment(owner=user, name="ranked", spec={**TINY_SPEC, "compute": {"device": "cpu", "ranks": 2}})
     ranked.start()
     assert ranked.claim(1, "w1@h", 1)  # its leader, rank 0
     assert gangs.recruit(ranked, "w1@h", 1) == ["w2@h"]  # an idle worker of the queue, never the leader
@@ -85,7 +87,7 @@ def test_a_gang_s_members_take_their_slots_until_it_is_dissolved(user, enqueued)
 def test_a_gang_whose_leader_stopped_answering_is_removed_by_the_reconciler(user, enqueued):
     Worker.objects.create(hostname="w1@h", queue="cpu", last_heartbeat=timezone.now() - timedelta(hours=1))
     Worker.objects.create(hostname="w2@h", queue="cpu")
-    ranked = Experiment.objects.create(owner=user, name="ranked", spec=TINY_SPEC)
+    ranked = new_experiment(owner=user, name="ranked", spec=TINY_SPEC)
     ranked.start()
     gang = gangs.form(ranked, "w1@h", gangs.recruit(ranked, "w1@h", 1), "127.0.0.1:1")
     assert gang.members == ["w2@h"] and Worker.objects.get(hostname="w2@h").current_experiment == ranked

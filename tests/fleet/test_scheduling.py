@@ -5,9 +5,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from orchestrator.experiments.models import Experiment, Status
 from orchestrator.fleet.scheduling import dispatch_round, reconcile, renew_leases
-from orchestrator.models import Experiment, Status
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from workers.rounds import execute_round
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_round_cache")]
@@ -15,7 +16,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_round_cache"
 
 @pytest.fixture
 def experiment(user):
-    e = Experiment.objects.create(owner=user, name="tiny", spec=TINY_SPEC)
+    e = new_experiment(owner=user, name="tiny", spec=TINY_SPEC)
     e.start()
     return e
 
@@ -100,7 +101,7 @@ def test_it_resends_a_round_that_waited_unclaimed_too_long(experiment, enqueued,
 
 
 def test_it_does_not_reconcile_stopped_or_inline_runs(user, experiment, enqueued):
-    inline = Experiment.objects.create(owner=user, name="inline", spec=TINY_SPEC)
+    inline = new_experiment(owner=user, name="inline", spec=TINY_SPEC)
     inline.start(enqueue=False)
     assert experiment.pause()
     _age(experiment, dispatched_round=0)
@@ -132,7 +133,7 @@ def test_it_tells_the_page_when_a_copy_arrives_for_a_cancelled_run(experiment):
 
 
 def test_it_resends_an_unclaimed_round_when_a_worker_of_its_queue_sits_idle(experiment, enqueued, settings):
-    from orchestrator.models import Worker
+    from orchestrator.fleet.workers import Worker
 
     # A worker took round 1 and died before claiming it; another worker of the queue is idle.
     _age(experiment, dispatched_at=timezone.now() - timedelta(seconds=settings.WORKER_LOST_AFTER + 1))
@@ -146,7 +147,7 @@ def test_it_resends_an_unclaimed_round_when_a_worker_of_its_queue_sits_idle(expe
 
 
 def test_it_completes_a_run_whose_worker_died_after_recording_the_last_round(user, enqueued):
-    e = Experiment.objects.create(owner=user, name="one round", spec={**TINY_SPEC, "rounds": 1})
+    e = new_experiment(owner=user, name="one round", spec={**TINY_SPEC, "rounds": 1})
     e.start()
     assert e.claim(1, "w1", 1) and e.advance(1)  # ... and died before complete()
     assert not e.claim(2, "w2", 2)  # there is no round 2
@@ -156,7 +157,7 @@ def test_it_completes_a_run_whose_worker_died_after_recording_the_last_round(use
 
 
 def test_it_completes_such_a_run_when_a_copy_of_its_last_round_arrives(user, enqueued):
-    e = Experiment.objects.create(owner=user, name="one round", spec={**TINY_SPEC, "rounds": 1})
+    e = new_experiment(owner=user, name="one round", spec={**TINY_SPEC, "rounds": 1})
     e.start()
     assert e.claim(1, "w1", 1) and e.advance(1)
     assert execute_round(e.pk, 1, worker="w2") is None

@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
-from orchestrator.models import Experiment, Status
+from orchestrator.experiments.models import Experiment, Status
 from tests.conftest import TINY_SPEC
 
 pytestmark = pytest.mark.django_db
@@ -43,6 +43,16 @@ def test_it_refuses_an_old_key_the_component_lacks_naming_its_options(tmp_path):
     with pytest.raises(CommandError, match="model.width is not an option of model 'mlp': its options are hidden"):
         call_command("run_experiment", str(path), "--inline")
     assert not Experiment.objects.exists()
+
+
+def test_it_refuses_a_spec_over_the_server_s_limits_and_leaves_nothing_behind(tmp_path, settings, enqueued):
+    settings.FEDWEB_MAX_CLIENTS = 10
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(TINY_SPEC))  # 20 clients
+    with pytest.raises(CommandError, match=r"big.json: data.num_clients .*\(FEDWEB_MAX_CLIENTS\)"):
+        call_command("run_experiment", str(path), "--user", "dora")
+    assert not Experiment.objects.exists() and enqueued == []
+    assert not get_user_model().objects.filter(username="dora").exists()
 
 
 @pytest.mark.slow

@@ -3,9 +3,11 @@ waits) and the Workers page (what each worker loaded), in HTML, JSON and the soc
 
 import pytest
 
+from orchestrator.experiments.models import Experiment
+from orchestrator.fleet.workers import Worker
 from orchestrator.live import events
-from orchestrator.models import Experiment, Worker
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.plugins.conftest import HAS_IT, RECORDED
 
 pytestmark = pytest.mark.django_db
@@ -19,7 +21,7 @@ def alice_client(client, user):
 
 def _waiting_run(user) -> Experiment:
     Worker.objects.create(hostname="w1@h", queue="cpu")
-    e = Experiment.objects.create(owner=user, name="needs a plugin", spec=TINY_SPEC)
+    e = new_experiment(owner=user, name="needs a plugin", spec=TINY_SPEC)
     Experiment.objects.filter(pk=e.pk).update(plugins=RECORDED)
     e.refresh_from_db()
     e.start()
@@ -39,7 +41,7 @@ def test_the_experiment_page_shows_its_plugins_and_why_it_waits(alice_client, us
 
 
 def test_an_experiment_without_plugins_shows_no_plugin_table(alice_client, user, enqueued):
-    e = Experiment.objects.create(owner=user, name="plain", spec=TINY_SPEC)
+    e = new_experiment(owner=user, name="plain", spec=TINY_SPEC)
     assert 'id="spec-plugins"' not in alice_client.get(f"/experiments/{e.pk}/").content.decode()
 
 

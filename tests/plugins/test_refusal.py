@@ -4,8 +4,11 @@ back to the scheduler; one that has them runs it. In-process, with the real engi
 
 import pytest
 
-from orchestrator.models import Experiment, LogEntry, Status, Worker
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.experiments.records import LogEntry
+from orchestrator.fleet.workers import Worker
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.plugins.conftest import HAS_IT, RECORDED
 from workers.rounds import execute_round
 
@@ -13,7 +16,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_round_cache"
 
 
 def _started(user, plugins) -> Experiment:
-    e = Experiment.objects.create(owner=user, name="needs a plugin", spec=TINY_SPEC)
+    e = new_experiment(owner=user, name="needs a plugin", spec=TINY_SPEC)
     Experiment.objects.filter(pk=e.pk).update(plugins=plugins)
     e.refresh_from_db()
     e.start()

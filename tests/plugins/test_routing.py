@@ -3,17 +3,19 @@ recorded hash (its own queue), or waits with the reason shown where other waitin
 
 import pytest
 
+from orchestrator.experiments.models import Experiment
 from orchestrator.fleet.queues import submit_warnings, waiting_reason
 from orchestrator.fleet.scheduling import reconcile, schedule
-from orchestrator.models import Experiment, Worker
+from orchestrator.fleet.workers import Worker
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.plugins.conftest import HAS_IT, RECORDED
 
 pytestmark = pytest.mark.django_db
 
 
 def _new(owner, name: str = "run", plugins=RECORDED) -> Experiment:
-    e = Experiment.objects.create(owner=owner, name=name, spec=TINY_SPEC)
+    e = new_experiment(owner=owner, name=name, spec=TINY_SPEC)
     Experiment.objects.filter(pk=e.pk).update(plugins=plugins)  # a spec cannot name a plugin model yet
     e.refresh_from_db()
     e.start()
@@ -116,9 +118,7 @@ def test_a_gang_of_a_run_with_plugins_recruits_only_workers_that_have_them(user,
     _worker("b-plugin@h", HAS_IT)
     _worker("c-plugin@h", HAS_IT)
     _worker("d-plugin@h", HAS_IT)
-    e = Experiment.objects.create(
-        owner=user, name="ranked", spec={**TINY_SPEC, "compute": {"device": "cpu", "ranks": 4}}
-    )
+    e = new_experiment(owner=user, name="ranked", spec={**TINY_SPEC, "compute": {"device": "cpu", "ranks": 4}})
     Experiment.objects.filter(pk=e.pk).update(plugins=RECORDED, status="running", queue="cpu", worker="b-plugin@h")
     e.refresh_from_db()
     assert gangs.recruit(e, "b-plugin@h", 3) == ["c-plugin@h", "d-plugin@h"]  # never a-plain, never the leader

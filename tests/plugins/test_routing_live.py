@@ -9,9 +9,12 @@ import os
 
 import pytest
 
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.experiments.records import LogEntry
 from orchestrator.fleet.queues import waiting_status
-from orchestrator.models import Experiment, LogEntry, Status, Worker
+from orchestrator.fleet.workers import Worker
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.live import wait_for
 from tests.plugins.conftest import FIXTURE_DIR
 
@@ -25,7 +28,7 @@ PLUGIN_ENV = {
 
 def _submit(user, provenance, rounds: int = 4) -> Experiment:
     spec = {**TINY_SPEC, "rounds": rounds, "model": {"name": "test_mlp", "options": {"hidden": 8}}}
-    e = Experiment.objects.create(owner=user, name="needs the plugin", spec=spec)
+    e = new_experiment(owner=user, name="needs the plugin", spec=spec)
     assert e.plugins == provenance  # recorded at creation, from the spec
     e.start()
     return e

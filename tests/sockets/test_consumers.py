@@ -6,11 +6,12 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
 from fedweb.asgi import application
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.live import events
-from orchestrator.live.consumers import ExperimentConsumer
-from orchestrator.models import Experiment, RoundMetric
+from orchestrator.sockets.consumers import ExperimentConsumer
 from tests.conftest import TINY_SPEC
-from tests.factories import round_result
+from tests.factories import new_experiment, round_result
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,7 +37,7 @@ async def _drain(communicator):
 
 @pytest.fixture
 def experiment(user):
-    e = Experiment.objects.create(owner=user, name="e", spec=TINY_SPEC)
+    e = new_experiment(owner=user, name="e", spec=TINY_SPEC)
     for r in (1, 2, 3):
         RoundMetric.record(e, _metrics(r))
     Experiment.objects.filter(pk=e.pk).update(current_round=3, status="running")
@@ -110,8 +111,8 @@ def test_it_routes_experiment_sockets_through_auth_and_origin_checks(experiment)
 
 
 def test_it_streams_workers_to_signed_in_users_only(user):
-    from orchestrator.live.consumers import WorkersConsumer
-    from orchestrator.models import Worker
+    from orchestrator.fleet.workers import Worker
+    from orchestrator.sockets.consumers import WorkersConsumer
     from workers.heartbeat import beat
 
     Worker.objects.create(hostname="w1@box", queue="cpu")

@@ -1,5 +1,5 @@
 """Live events reach many sockets of one experiment through one subscription per process
-(orchestrator.live.fanout, in-memory channel layer): rounds that come in a burst go out as one message,
+(orchestrator.sockets.fanout, in-memory channel layer): rounds that come in a burst go out as one message,
 each socket sees each round once and in order, and the public link's redaction is done once per
 event, not once per socket."""
 
@@ -11,18 +11,21 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
-from orchestrator.live import consumers, events, fanout
-from orchestrator.live.consumers import ExperimentConsumer
-from orchestrator.models import Experiment, RoundMetric, Worker
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
+from orchestrator.fleet.workers import Worker
+from orchestrator.live import events
+from orchestrator.sockets import consumers, fanout
+from orchestrator.sockets.consumers import ExperimentConsumer
 from tests.conftest import TINY_SPEC
-from tests.factories import round_result
+from tests.factories import new_experiment, round_result
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def public_run(user):
-    experiment = Experiment.objects.create(owner=user, name="public", spec=TINY_SPEC, visibility="public")
+    experiment = new_experiment(owner=user, name="public", spec=TINY_SPEC, visibility="public")
     Experiment.objects.filter(pk=experiment.pk).update(status="running", worker="gpu7@secret-box")
     Worker.objects.create(hostname="gpu7@secret-box", queue="cpu")
     experiment.refresh_from_db()

@@ -16,10 +16,13 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.experiments.records import RoundMetric
+from orchestrator.fleet.workers import Worker
 from orchestrator.live import events
-from orchestrator.models import Experiment, RoundMetric, Status, Worker
 from tests.accounts.world import PASSWORD, fast_password_hashing, make_world, metrics  # noqa: F401
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.live import wait_for
 from tests.sockets.wsclient import FORBIDDEN, experiment_socket, session_cookie, until_closed
 
@@ -42,7 +45,7 @@ def _first(ws) -> dict:
 
 def _rounds(messages: list[dict]) -> list[int]:
     """The rounds in ``messages``: a ``round`` event, or a ``rounds`` batch of those that came
-    faster than a page draws (orchestrator.live.fanout)."""
+    faster than a page draws (orchestrator.sockets.fanout)."""
     out = []
     for m in messages:
         out += [m["round"]] if m["type"] == "round" else [r["round"] for r in m.get("rounds", [])]
@@ -114,7 +117,7 @@ def test_it_closes_each_socket_with_4403_after_its_access_change(world, open_soc
 
 @pytest.mark.slow
 def test_it_keeps_a_socket_open_through_a_long_silence_without_errors(user, daphne, tmp_path):
-    e = Experiment.objects.create(owner=user, name="paused", spec=TINY_SPEC)
+    e = new_experiment(owner=user, name="paused", spec=TINY_SPEC)
     Experiment.objects.filter(pk=e.pk).update(status=Status.PAUSED)
     with experiment_socket(daphne, e.pk, cookie=session_cookie("alice", "alice-password")) as ws:
         assert _first(ws)["status"] == Status.PAUSED
@@ -130,7 +133,7 @@ def _cancel_mid_run(user, daphne, name: str) -> tuple[Experiment, list[dict], bo
     """Start a slow run, cancel it while its worker is on a round, and read its socket until the
     status that says it has settled. Also says whether that round was still in flight at the cancel
     (the worker can finish it between our look and the cancel: then the cancel is final at once)."""
-    e = Experiment.objects.create(owner=user, name=name, spec=SLOW_SPEC)
+    e = new_experiment(owner=user, name=name, spec=SLOW_SPEC)
     with experiment_socket(daphne, e.pk, cookie=session_cookie("alice", "alice-password")) as ws:
         e.start()
         wait_for(lambda: RoundMetric.objects.filter(experiment=e).count() >= 2, 120, "two rounds")

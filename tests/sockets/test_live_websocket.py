@@ -5,8 +5,9 @@ import json
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from orchestrator.models import Experiment, Status
+from orchestrator.experiments.models import Status
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.sockets.wsclient import experiment_socket as _socket
 from tests.sockets.wsclient import session_cookie as _cookie
 
@@ -15,7 +16,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 def _until_completed(ws, timeout=120) -> list[dict]:
     """Every message until the run's final status; a batch of rounds that arrived close together
-    (``{"type": "rounds"}``, orchestrator.live.fanout) counts as its rounds, in order."""
+    (``{"type": "rounds"}``, orchestrator.sockets.fanout) counts as its rounds, in order."""
     messages = []
     while True:
         message = json.loads(ws.recv(timeout=timeout))
@@ -34,7 +35,7 @@ def _quiet(ws, seconds=1.5) -> bool:
 
 def test_it_streams_rounds_live_and_resumes_after_k(user, workers, daphne):
     workers.start("w1")
-    e = Experiment.objects.create(owner=user, name="live", spec={**TINY_SPEC, "rounds": 6})
+    e = new_experiment(owner=user, name="live", spec={**TINY_SPEC, "rounds": 6})
     cookie = _cookie("alice", "alice-password")
     with _socket(daphne, e.pk, cookie) as ws:
         first = json.loads(ws.recv(timeout=10))
@@ -56,7 +57,7 @@ def test_it_streams_rounds_live_and_resumes_after_k(user, workers, daphne):
 
 
 def test_it_refuses_other_users_and_anonymous_clients(user, other_user, daphne):
-    e = Experiment.objects.create(owner=user, name="private", spec=TINY_SPEC)
+    e = new_experiment(owner=user, name="private", spec=TINY_SPEC)
     for cookie in (_cookie("bob", "bob-password"), None):
         with _socket(daphne, e.pk, cookie) as ws:
             with pytest.raises(ConnectionClosed) as closed:

@@ -12,9 +12,11 @@ from django.test import Client
 from django.urls import reverse
 
 from accounts.models import Role
-from orchestrator.live import consumers, events
-from orchestrator.live.consumers import ExperimentConsumer, WorkersConsumer
-from orchestrator.models import Experiment, Visibility, Worker
+from orchestrator.experiments.models import Experiment, Visibility
+from orchestrator.fleet.workers import Worker
+from orchestrator.live import events
+from orchestrator.sockets import consumers
+from orchestrator.sockets.consumers import ExperimentConsumer, WorkersConsumer
 from tests.accounts.world import PASSWORD, fast_password_hashing, make_world, metrics  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)

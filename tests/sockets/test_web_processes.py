@@ -11,12 +11,12 @@ from contextlib import ExitStack
 import psutil
 import pytest
 
+from orchestrator.experiments.models import Experiment
 from orchestrator.live import events
-from orchestrator.models import Experiment
 from scripts import serve
 from tests import live
 from tests.conftest import TINY_SPEC
-from tests.factories import round_result
+from tests.factories import new_experiment, round_result
 from tests.sockets.wsclient import experiment_socket
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -46,7 +46,7 @@ def two_processes(live_env, tmp_path):
 
 def test_two_processes_serve_one_experiments_sockets_with_every_round_once(user, two_processes):
     server, port = two_processes
-    experiment = Experiment.objects.create(owner=user, name="shared", spec=TINY_SPEC, visibility="public")
+    experiment = new_experiment(owner=user, name="shared", spec=TINY_SPEC, visibility="public")
     Experiment.objects.filter(pk=experiment.pk).update(status="running")
     experiment.refresh_from_db()
     sockets = []

@@ -10,11 +10,13 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.urls import reverse
 
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.live import events
-from orchestrator.live.sweeps import SweepConsumer
-from orchestrator.models import Experiment, RoundMetric, Sweep
+from orchestrator.sockets.sweeps import SweepConsumer
 from orchestrator.sweeps import search
 from orchestrator.sweeps.create import create_sweep
+from orchestrator.sweeps.models import Sweep
 from orchestrator.web.views.sweep_sharing import apply_sharing
 from tests.accounts.world import PASSWORD, fast_password_hashing, make_world, metrics  # noqa: F401
 from tests.conftest import TINY_SPEC

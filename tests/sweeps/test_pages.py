@@ -8,8 +8,10 @@ import json
 import pytest
 from django.urls import reverse
 
-from orchestrator.models import Experiment, RoundMetric, Sweep
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.sweeps.create import create_sweep
+from orchestrator.sweeps.models import Sweep
 from tests.conftest import TINY_SPEC
 from tests.factories import round_result
 from tests.web.test_forms import form_data

@@ -1,7 +1,7 @@
-"""The sweep's parallel coordinates (orchestrator/sweeps/charts.py): nothing until a run has a value,
+"""The sweep's parallel coordinates (orchestrator/web/sweep_charts.py): nothing until a run has a value,
 integer ticks for whole-number fields, formatted numbers."""
 
-from orchestrator.sweeps.charts import NO_TARGET_TEXT, parallel_figure
+from orchestrator.web.sweep_charts import NO_TARGET_TEXT, parallel_figure
 
 
 def _rows(targets, **values):

@@ -15,7 +15,7 @@ from orchestrator.fleet.scheduling import schedule
 from orchestrator.models import Experiment, RoundMetric, Sweep, Worker
 from orchestrator.sweeps.create import create_sweep
 from tests.conftest import TINY_SPEC
-from tests.factories import round_result
+from tests.factories import new_experiment, round_result
 from tests.sweeps.test_search import _both
 from tests.web.test_forms import form_data
 
@@ -130,7 +130,7 @@ def test_the_scheduler_sends_no_more_of_a_sweep_s_rounds_than_its_worker_cap(use
     Worker.objects.create(hostname="w1@h", queue="cpu", slots=8)
     sweep = create_sweep(owner=user, name="capped", base=TINY_SPEC, axes={"local.lr": [0.1, 0.05, 0.01],
                          "seed": [0, 1]}, max_workers=2)  # fmt: skip
-    other = Experiment.objects.create(owner=user, name="other", spec=TINY_SPEC)
+    other = new_experiment(owner=user, name="other", spec=TINY_SPEC)
     other.start()
     sent = [args[0] for args, _ in enqueued]
     ours = [pk for pk in sent if pk in set(sweep.experiments.values_list("pk", flat=True))]

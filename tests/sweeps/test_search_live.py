@@ -11,12 +11,13 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from orchestrator.models import ACTIVE, Experiment, Sweep
+from orchestrator.experiments.models import ACTIVE, Experiment
 from orchestrator.sweeps.create import create_sweep
+from orchestrator.sweeps.models import Sweep
 from tests.conftest import TINY_SPEC
 from tests.live import wait_for
 from tests.web.test_forms import form_data
-from workers import round_state
+from workers import state_files as round_state
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -2,13 +2,17 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.models import Experiment, RoundMetric
+from orchestrator.experiments.models import Experiment, Kind
+from orchestrator.experiments.records import RoundMetric
 from tests.conftest import TINY_SPEC
-from tests.factories import round_result
+from tests.factories import new_experiment, round_result
 
 
 def make_experiment(owner, *, rounds: int = 0, name: str = "tiny", spec: dict | None = None, **fields) -> Experiment:
-    experiment = Experiment.objects.create(owner=owner, name=name, spec=spec or TINY_SPEC, **fields)
+    if fields.get("kind") == Kind.EXTERNAL:  # its spec is a script's config, which nothing checks
+        experiment = Experiment.objects.create(owner=owner, name=name, spec=spec or {}, **fields)
+    else:
+        experiment = new_experiment(owner=owner, name=name, spec=spec or TINY_SPEC, **fields)
     for n in range(1, rounds + 1):
         RoundMetric.record(experiment, round_result(n))
     if rounds:

@@ -5,7 +5,8 @@ import pytest
 
 from fedweb_engine.results.round_fields import MB, Formula
 from orchestrator.experiments.leak import latest_leak_warnings
-from orchestrator.models import Kind, RoundMetric
+from orchestrator.experiments.models import Kind
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.sweeps.stats import run_labels
 from orchestrator.web.charts import CHARTS, EMPTY_TEXT, compare_charts, dashboard_charts, x_axes
 from tests.factories import round_result

@@ -11,8 +11,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from fedweb_engine.spec.schema import spec_fields
-from orchestrator.models import Experiment
-from orchestrator.web.forms import HIDDEN_SPEC_FIELDS, form_name
+from orchestrator.experiments.models import Experiment
+from orchestrator.web.experiment_forms import HIDDEN_SPEC_FIELDS, form_name
 from tests.web.test_forms import form_data
 
 pytestmark = pytest.mark.django_db

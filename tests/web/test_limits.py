@@ -6,9 +6,10 @@ from rest_framework.test import APIClient
 
 from fedweb_engine.data.paths import OUTSIDE
 from fedweb_engine.spec.schema import SpecError
-from orchestrator.models import Experiment, Status
+from orchestrator.experiments.models import Experiment, Status
 from tests.accounts.world import make_user
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.web.test_forms import post
 
 pytestmark = pytest.mark.django_db
@@ -75,7 +76,7 @@ def test_it_refuses_over_limit_specs_in_the_model_too(user, settings):
     settings.FEDWEB_MAX_CLIENTS = 10
 
     with pytest.raises(SpecError) as err:
-        Experiment.objects.create(owner=user, name="x", spec=TINY_SPEC)
+        new_experiment(owner=user, name="x", spec=TINY_SPEC)
 
     assert err.value.field == "data.num_clients" and "(FEDWEB_MAX_CLIENTS)" in str(err.value)
     assert Experiment.objects.count() == 0
@@ -143,7 +144,7 @@ def test_it_shows_the_estimate_and_the_limits_in_the_side_panel(alice_client):
 
 
 def test_it_still_loads_displays_and_saves_an_experiment_stored_before_the_limits(alice_client, user):
-    experiment = Experiment.objects.create(owner=user, name="old", spec=TINY_SPEC)
+    experiment = new_experiment(owner=user, name="old", spec=TINY_SPEC)
     old = {**TINY_SPEC, "local": {"lr": 1e308}, "model": {"name": "mlp", "hidden": 10**9}, "rounds": 10**6}
     Experiment.objects.filter(pk=experiment.pk).update(spec=old)  # as stored by an older version
     experiment.refresh_from_db()
@@ -159,7 +160,7 @@ def test_it_still_loads_displays_and_saves_an_experiment_stored_before_the_limit
 def test_it_fails_a_round_whose_stored_path_escapes_on_the_worker_too(user, datasets):
     from workers.rounds import run_inline
 
-    experiment = Experiment.objects.create(owner=user, name="x", spec={**TINY_SPEC, "rounds": 1})
+    experiment = new_experiment(owner=user, name="x", spec={**TINY_SPEC, "rounds": 1})
     escaping = {**TINY_SPEC, "data": {"dataset": "cifar10", "path": "../private", "num_clients": 20}}
     Experiment.objects.filter(pk=experiment.pk).update(spec=escaping)  # past the web checks, somehow
     experiment.refresh_from_db()

@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from orchestrator.models import Experiment, Worker
+from orchestrator.experiments.models import Experiment
+from orchestrator.fleet.workers import Worker
 from orchestrator.web.views.compare import spec_differences
 from tests.factories import round_result
 from tests.web.conftest import make_experiment
@@ -116,7 +117,7 @@ def test_it_builds_a_self_contained_report(alice_client, user):
 
 def test_it_puts_every_declared_summary_column_and_chart_in_the_report(user):
     from fedweb_engine.results import round_fields
-    from orchestrator.models import RoundMetric
+    from orchestrator.experiments.records import RoundMetric
     from orchestrator.web.report import render_report
 
     # Every optional number filled, so every chart that some field plots on has data to draw.
@@ -135,7 +136,7 @@ def test_it_puts_every_declared_summary_column_and_chart_in_the_report(user):
 
 
 def test_it_warns_of_a_leak_in_the_report(user):
-    from orchestrator.models import RoundMetric
+    from orchestrator.experiments.records import RoundMetric
     from orchestrator.web.report import render_report
 
     experiment = make_experiment(user, spec={"rounds": 20})

@@ -9,7 +9,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from orchestrator.api.spec_schema import component_options_schemas, spec_schema
-from orchestrator.models import Experiment
+from orchestrator.experiments.models import Experiment
 from tests.web.conftest import make_experiment
 from tests.web.test_form_fields_shown import page_fields
 

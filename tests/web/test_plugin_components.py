@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from fedweb_engine.components import registry
 from fedweb_engine.components.registry import option
-from orchestrator.models import Experiment
+from orchestrator.experiments.models import Experiment
 from tests.web.test_form_fields_shown import page_fields
 
 pytestmark = pytest.mark.django_db

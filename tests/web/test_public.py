@@ -5,10 +5,12 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
+from orchestrator.experiments.models import Experiment
 from orchestrator.experiments.public import redact
+from orchestrator.experiments.records import RoundMetric
+from orchestrator.fleet.workers import Worker
 from orchestrator.live import events
-from orchestrator.live.consumers import ExperimentConsumer
-from orchestrator.models import Experiment, RoundMetric, Worker
+from orchestrator.sockets.consumers import ExperimentConsumer
 from tests.accounts.world import make_experiment, make_user
 
 HOST, MACHINE = "gpu0@secret-box", "secret-box"

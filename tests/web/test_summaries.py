@@ -2,8 +2,8 @@
 
 import pytest
 
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.experiments.summaries import cells, summaries_for, summarize
-from orchestrator.models import RoundMetric
 from orchestrator.web.spec_table import spec_groups
 from tests.factories import round_result
 from tests.web.conftest import make_experiment

@@ -1,7 +1,7 @@
 import pytest
 
 from fedweb.celery import app
-from orchestrator.models import Worker
+from orchestrator.fleet.workers import Worker
 from tests import live
 from tests.conftest import RABBITMQ_URL
 

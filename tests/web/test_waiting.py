@@ -6,7 +6,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from orchestrator.models import Experiment, RoundMetric, Worker
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
+from orchestrator.fleet.workers import Worker
 from tests.factories import round_result
 from tests.web.conftest import make_experiment
 from tests.web.test_forms import form_data

@@ -8,7 +8,8 @@ import io
 
 import pytest
 
-from orchestrator.models import Experiment, RoundMetric
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import RoundMetric
 from tests.factories import round_result
 from tests.web.conftest import make_experiment
 

@@ -3,7 +3,7 @@
 import pytest
 
 from fedweb_engine.spec.schema import Spec
-from workers.privacy import epsilon, projected_epsilon, spent_epsilon
+from orchestrator.experiments.privacy_budget import epsilon, projected_epsilon, spent_epsilon
 
 
 def test_it_matches_the_librarys_own_example_of_exactly_one_epsilon():

@@ -5,8 +5,9 @@ checkpoint (with SCAFFOLD: every client's control variates too) equals the run a
 
 import pytest
 
-from orchestrator.models import Experiment, Status
+from orchestrator.experiments.models import Experiment, Status
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.live import wait_for
 from tests.workers.reference import assert_final_checkpoint_equals, compared, recorded_rounds, reference_simulation
 
@@ -33,7 +34,7 @@ def _finished(e: Experiment, timeout: float = 120) -> None:
 
 def test_it_keeps_every_round_after_the_first_on_one_of_two_workers(user, workers):
     workers.start_all("w1", "w2")
-    e = Experiment.objects.create(owner=user, name="affine", spec={**SPEC, "rounds": 12})
+    e = new_experiment(owner=user, name="affine", spec={**SPEC, "rounds": 12})
     e.start()
     claimants = set()
 
@@ -64,7 +65,7 @@ SCAFFOLD = {**SPEC, "algorithm": {"client": {"name": "scaffold"}}}
 @pytest.mark.parametrize("spec,kills", [(SPEC, 1), (SCAFFOLD, 2)], ids=["fedavg", "scaffold"])
 def test_the_other_worker_continues_when_the_holder_is_killed(user, workers, tmp_path, spec, kills):
     procs = workers.start_all(*(f"w{i}" for i in range(1, kills + 2)))  # one more than the kills
-    e = Experiment.objects.create(owner=user, name="holder killed", spec={**spec, "rounds": 12})
+    e = new_experiment(owner=user, name="holder killed", spec={**spec, "rounds": 12})
     e.start()
     killed: list[tuple[str, int]] = []
     for k in range(kills):

@@ -8,11 +8,13 @@ import pytest
 import torch
 
 from fedweb_engine.simulation.runner import Simulation
-from orchestrator.models import Experiment, LogEntry
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import LogEntry
 from tests.conftest import TINY_SPEC
 from tests.engine import client_state_toy
+from tests.factories import new_experiment
 from tests.workers.reference import recorded_rounds
-from workers import round_state, runtime
+from workers import runtime, state_files
 from workers.tasks import execute_round
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +28,7 @@ def _toy(monkeypatch, settings, empty_round_cache):
 
 
 def _experiment(user) -> Experiment:
-    e = Experiment.objects.create(owner=user, name="client state", spec=SPEC)
+    e = new_experiment(owner=user, name="client state", spec=SPEC)
     e.start(enqueue=False)
     return e
 
@@ -44,7 +46,7 @@ def _warnings(e: Experiment) -> list[str]:
 
 def _rows(e: Experiment) -> torch.Tensor:
     sim = Simulation(e.parsed_spec(), client_state_dir=runtime.client_state_folder(e))
-    state = round_state.read(round_state.state_path(e.pk, SPEC["rounds"]), SPEC["rounds"])
+    state = state_files.read(state_files.state_path(e.pk, SPEC["rounds"]), SPEC["rounds"])
     sim.load_state_dict(*state)
     return client_state_toy.rows(sim)
 
@@ -69,9 +71,9 @@ def test_a_round_rerun_after_its_worker_died_between_commit_and_record_is_exact(
     e = _experiment(user)
     _run(e, [1, 2])
     dead = Simulation(e.parsed_spec(), client_state_dir=runtime.client_state_folder(e))
-    dead.load_state_dict(*round_state.read(round_state.state_path(e.pk, 2), 2))
+    dead.load_state_dict(*state_files.read(state_files.state_path(e.pk, 2), 2))
     dead.next_round()  # round 3's rows committed (journal 3) and state 3 published, never recorded
-    round_state.publish(e.pk, dead)
+    state_files.publish(e.pk, dead)
     del dead
     _run(e, range(3, 6))
     assert (recorded_rounds(e), _warnings(e)) == (reference[0], [])
@@ -81,7 +83,7 @@ def test_a_round_rerun_after_its_worker_died_between_commit_and_record_is_exact(
 def test_without_round_states_it_replays_from_the_checkpoint_and_its_client_state(user, reference):
     e = _experiment(user)
     _run(e, [1, 2, 3])
-    for path in Path(round_state.state_path(e.pk, 0).parent).glob("state-*"):
+    for path in Path(state_files.state_path(e.pk, 0).parent).glob("state-*"):
         path.unlink()
     _run(e, [4, 5])
     assert recorded_rounds(e) == reference[0] and torch.equal(_rows(e), reference[1])
@@ -96,7 +98,7 @@ def test_a_held_simulation_whose_client_state_moved_on_is_not_replayed_from(user
     _run(e, [1], fresh_worker=False)
     stale = runtime._cache[e.pk]  # this worker held the experiment at round 1 ...
     _run(e, [2, 3, 4])  # ... while others ran rounds 2-4 (the client rows' base is at round 3)
-    round_state.state_path(e.pk, 4).unlink()  # and round 4's worker died before publishing
+    state_files.state_path(e.pk, 4).unlink()  # and round 4's worker died before publishing
     runtime._cache[e.pk] = stale
     _run(e, [5], fresh_worker=False)
     assert recorded_rounds(e) == reference[0] and torch.equal(_rows(e), reference[1])

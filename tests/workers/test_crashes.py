@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from orchestrator.models import Experiment, Status
+from orchestrator.experiments.models import Status
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.live import wait_for
 from tests.workers.reference import recorded_rounds, reference_rounds
 
@@ -43,7 +44,7 @@ def _progress(experiment, beyond: int, timeout=60) -> int:
 def test_it_records_every_round_once_through_repeated_random_kills(user, workers, broker, wanted):
     spec = {**TINY_SPEC, "rounds": 200, "evaluation": {"every": 5}}
     rng = random.Random(11)
-    e = Experiment.objects.create(owner=user, name=f"killed {wanted} times", spec=spec)
+    e = new_experiment(owner=user, name=f"killed {wanted} times", spec=spec)
     proc = workers.start("w0")
     e.start()
     kills = 0
@@ -65,7 +66,7 @@ def test_it_records_every_round_once_through_repeated_random_kills(user, workers
 @BROKERS
 def test_it_sends_the_next_round_when_killed_between_recording_and_sending(user, workers, broker):
     spec = {**TINY_SPEC, "rounds": 6}
-    e = Experiment.objects.create(owner=user, name="killed at the worst moment", spec=spec)
+    e = new_experiment(owner=user, name="killed at the worst moment", spec=spec)
     first = workers.start("w1", env={"FEDWEB_CRASH_AT": "after-record:3"})
     e.start()
     wait_for(lambda: not first.alive(), 120, "w1 to kill itself after round 3")
@@ -82,7 +83,7 @@ def test_it_sends_the_next_round_when_killed_between_recording_and_sending(user,
 
 def test_it_hands_a_dead_workers_round_to_a_live_one(user, workers, settings):
     slow = {**TINY_SPEC, "rounds": 12, "local": {"epochs": 60}}  # rounds of ~0.5-1 s: w1 is killed in round 1 or 2
-    e = Experiment.objects.create(owner=user, name="standby", spec=slow)
+    e = new_experiment(owner=user, name="standby", spec=slow)
     first = workers.start("w1")
     e.start()
     workers.start("w2")  # idle beside w1 until it takes a round

@@ -1,6 +1,7 @@
 import pytest
 
-from orchestrator.models import Worker
+from orchestrator.fleet.workers import Worker
+from tests.factories import new_experiment
 from workers import gpus, heartbeat
 
 pytestmark = pytest.mark.django_db
@@ -71,7 +72,6 @@ def test_the_publishing_worker_sends_the_queue_table_only_when_it_changes_and_re
 ):
     from orchestrator.fleet import queues
     from orchestrator.live import events
-    from orchestrator.models import Experiment
     from tests.conftest import TINY_SPEC
 
     sent: list[list[dict]] = []
@@ -88,7 +88,7 @@ def test_the_publishing_worker_sends_the_queue_table_only_when_it_changes_and_re
     assert len(sent) == 1 and len(reads) == 1  # nothing changed: nothing sent, no broker connection
 
     owner = django_user_model.objects.create_user("q")
-    Experiment.objects.create(owner=owner, name="r", spec=TINY_SPEC, status="queued", queue="cpu")
+    new_experiment(owner=owner, name="r", spec=TINY_SPEC, status="queued", queue="cpu")
     heartbeat.beat("a@h", "cpu")
     assert len(sent) == 2 and {q["name"]: q["queued"] for q in sent[-1]}["cpu"] == 1  # a run queued: sent
 

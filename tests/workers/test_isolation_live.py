@@ -6,8 +6,9 @@ import torch
 
 from fedweb_engine.simulation.runner import Simulation
 from fedweb_engine.spec.schema import Spec
-from orchestrator.models import Experiment, Status
+from orchestrator.experiments.models import Experiment, Status
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.live import start_worker, wait_for
 
 pytestmark = [pytest.mark.integration]
@@ -18,7 +19,7 @@ LEAK_ROUNDS = 6
 
 
 def _run_to_the_end(user, name: str, spec: dict) -> Experiment:
-    e = Experiment.objects.create(owner=user, name=name, spec=spec)
+    e = new_experiment(owner=user, name=name, spec=spec)
     assert e.start()
 
     def finished():

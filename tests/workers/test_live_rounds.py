@@ -6,8 +6,10 @@ import pytest
 import torch
 
 from fedweb_engine.simulation.runner import Simulation
-from orchestrator.models import Experiment, Status, Worker
+from orchestrator.experiments.models import Status
+from orchestrator.fleet.workers import Worker
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.live import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
@@ -63,7 +65,7 @@ def _settled(experiment, timeout=120):
 def _barrier(user, timeout=120):
     """Run a tiny experiment to the end on the same single worker: any round of an earlier experiment
     already sent to the worker's queue has been taken by then (the worker takes its messages in order)."""
-    probe = Experiment.objects.create(owner=user, name="barrier", spec={**TINY_SPEC, "rounds": 2})
+    probe = new_experiment(owner=user, name="barrier", spec={**TINY_SPEC, "rounds": 2})
     assert probe.start()
     _status_becomes(probe, [Status.COMPLETED, Status.FAILED], timeout)
 
@@ -74,7 +76,7 @@ def _rounds(experiment):
 
 def test_it_completes_a_5_round_experiment_on_a_worker(user, workers):
     workers.start("w1")
-    e = Experiment.objects.create(owner=user, name="five", spec=TINY_SPEC)
+    e = new_experiment(owner=user, name="five", spec=TINY_SPEC)
     assert e.start()
     _status_becomes(e, [Status.COMPLETED, Status.FAILED])
     assert e.status == Status.COMPLETED, e.error
@@ -89,7 +91,7 @@ def test_it_completes_a_5_round_experiment_on_a_worker(user, workers):
 @pytest.mark.slow
 def test_it_recovers_from_a_worker_killed_during_round_3(user, workers):
     first = workers.start("w1")
-    e = Experiment.objects.create(owner=user, name="crash", spec=SLOW_SPEC)
+    e = new_experiment(owner=user, name="crash", spec=SLOW_SPEC)
     e.start()
     _claimed_by(e, 3, "w1")  # round 3 is now running on w1
     first.kill9()
@@ -116,7 +118,7 @@ def test_it_recovers_from_a_worker_killed_during_round_3(user, workers):
 @pytest.mark.slow
 def test_it_cancels_pauses_and_resumes_at_round_boundaries(user, workers):
     workers.start("w1")
-    doomed = Experiment.objects.create(owner=user, name="cancel me", spec=SLOW_SPEC)
+    doomed = new_experiment(owner=user, name="cancel me", spec=SLOW_SPEC)
     doomed.start()
     _round_reaches(doomed, 2)
     assert doomed.cancel(by="alice")
@@ -127,7 +129,7 @@ def test_it_cancels_pauses_and_resumes_at_round_boundaries(user, workers):
     assert doomed.status == Status.CANCELLED
     assert doomed.current_round <= at_cancel + 1  # the round in flight finishes, no more
 
-    e = Experiment.objects.create(owner=user, name="pause me", spec=SLOW_SPEC)
+    e = new_experiment(owner=user, name="pause me", spec=SLOW_SPEC)
     e.start()
     _round_reaches(e, 2)
     assert e.pause(by="alice")

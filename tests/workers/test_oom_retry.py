@@ -9,8 +9,9 @@ import torch
 
 from fedweb_engine.simulation import runner
 from fedweb_engine.training.client import SequentialTrainer, VectorTrainer
-from orchestrator.models import Experiment, Status
+from orchestrator.experiments.models import Experiment, Status
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from workers.rounds import run_inline
 
 pytestmark = pytest.mark.django_db
@@ -68,7 +69,7 @@ def _spec(**compute):
 
 def test_it_frees_the_failed_trainers_before_rebuilding_at_half_the_group_size_twice(user, monkeypatch):
     oom = InjectedOOM(monkeypatch, at_round=2, times=2)
-    e = Experiment.objects.create(owner=user, name="oom", spec=_spec(client_group_size=8))
+    e = new_experiment(owner=user, name="oom", spec=_spec(client_group_size=8))
     e.start(enqueue=False)
 
     e = run_inline(e)
@@ -87,7 +88,7 @@ def test_it_frees_the_failed_trainers_before_rebuilding_at_half_the_group_size_t
 
 def test_it_fails_clearly_when_even_one_client_does_not_fit(user, monkeypatch):
     InjectedOOM(monkeypatch, at_round=1, times=100)
-    e = Experiment.objects.create(owner=user, name="oom", spec=_spec(client_group_size=2))
+    e = new_experiment(owner=user, name="oom", spec=_spec(client_group_size=2))
     e.start(enqueue=False)
 
     e = run_inline(e)
@@ -106,7 +107,7 @@ def test_a_rebuild_after_oom_is_built_at_the_reduced_size_not_the_full_one(user,
 
     monkeypatch.setattr(runner.Simulation, "__init__", init)
     InjectedOOM(monkeypatch, at_round=1, times=1)
-    e = Experiment.objects.create(owner=user, name="oom", spec=_spec(client_group_size=8))
+    e = new_experiment(owner=user, name="oom", spec=_spec(client_group_size=8))
     e.start(enqueue=False)
 
     run_inline(e)

@@ -8,8 +8,10 @@ Every test also checks that each experiment recorded every round exactly once.
 
 import pytest
 
-from orchestrator.models import Experiment, RoundMetric, Status
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.experiments.records import RoundMetric
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.live import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -28,7 +30,7 @@ def _policy(settings, workers, policy: str, concurrency: int = 1, **extra: str) 
 
 def _submit(owner, name: str, rounds: int, priority: int = 0, epochs: int = 3) -> Experiment:
     spec = {**SPEC, "rounds": rounds, "local": {"epochs": epochs}}
-    e = Experiment.objects.create(owner=owner, name=name, spec=spec, priority=priority)
+    e = new_experiment(owner=owner, name=name, spec=spec, priority=priority)
     e.start()
     return e
 

@@ -3,12 +3,13 @@ and ends where the New experiment form projected; the dashboard draws it."""
 
 import pytest
 
-from orchestrator.experiments.rounds import rounds_of
-from orchestrator.models import Experiment, Status
+from orchestrator.experiments.models import Status
+from orchestrator.experiments.privacy_budget import epsilon
+from orchestrator.experiments.round_table import rounds_of
 from orchestrator.web.charts import dashboard_charts
-from orchestrator.web.previews import privacy_estimate
+from orchestrator.web.estimates import privacy_estimate
 from tests.conftest import TINY_SPEC
-from workers.privacy import epsilon
+from tests.factories import new_experiment
 from workers.rounds import run_inline
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_round_cache")]
@@ -21,7 +22,7 @@ DP_SPEC = {
 
 
 def test_it_records_the_epsilon_spent_after_each_dp_round(user):
-    e = Experiment.objects.create(owner=user, name="dp", spec=DP_SPEC)
+    e = new_experiment(owner=user, name="dp", spec=DP_SPEC)
     e.start(enqueue=False)
     e = run_inline(e)
     assert e.status == Status.COMPLETED, e.error
@@ -37,14 +38,14 @@ def test_it_records_the_epsilon_spent_after_each_dp_round(user):
 
 
 def test_it_draws_privacy_and_client_charts_only_for_runs_that_record_them(user):
-    e = Experiment.objects.create(owner=user, name="dp", spec=DP_SPEC)
+    e = new_experiment(owner=user, name="dp", spec=DP_SPEC)
     e.start(enqueue=False)
     e = run_inline(e)
     with_dp = dashboard_charts(rounds_of(e), e.spec)
     assert "chart-privacy" in with_dp["figures"]
     eps_trace = next(t for t in with_dp["figures"]["chart-privacy"]["data"] if t["name"] == "ε")
     assert eps_trace["y"] == list(e.rounds.order_by("round").values_list("dp_epsilon", flat=True))
-    plain = Experiment.objects.create(owner=user, name="plain", spec=TINY_SPEC)
+    plain = new_experiment(owner=user, name="plain", spec=TINY_SPEC)
     assert "chart-privacy" not in dashboard_charts([], plain.spec)["figures"]
     assert "chart-clients" not in dashboard_charts([], plain.spec)["figures"]
     assert privacy_estimate(plain.parsed_spec()) is None

@@ -10,8 +10,11 @@ import re
 import psutil
 import pytest
 
-from orchestrator.models import Experiment, Gang, Status, Worker
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.fleet.gangs import Gang
+from orchestrator.fleet.workers import Worker
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.live import wait_for
 from tests.workers.reference import COMPARED, reference_simulation
 
@@ -72,7 +75,7 @@ def _nothing_reserved() -> None:
 
 
 def test_a_worker_runs_every_round_on_two_ranks_it_spawns_and_sets_them_up_once(user, workers):
-    e = Experiment.objects.create(owner=user, name="two local ranks", spec=SPEC)
+    e = new_experiment(owner=user, name="two local ranks", spec=SPEC)
     workers.start("w1", env={"FEDWEB_WORKER_DEVICES": "cpu,cpu", **TIMEOUTS})
     e.start()
     _finished(e)
@@ -86,7 +89,7 @@ def test_a_worker_runs_every_round_on_two_ranks_it_spawns_and_sets_them_up_once(
 
 def test_two_workers_form_a_gang_that_runs_every_round(user, workers):
     workers.start_all("w1", "w2", env=TIMEOUTS)
-    e = Experiment.objects.create(owner=user, name="a gang of two", spec=SPEC)
+    e = new_experiment(owner=user, name="a gang of two", spec=SPEC)
     e.start()
     _finished(e)
     rows = _assert_equals_the_run_alone(e)
@@ -102,7 +105,7 @@ def test_a_rank_killed_mid_round_costs_that_round_a_new_group_and_nothing_else(u
     env = {"FEDWEB_WORKER_DEVICES": "cpu,cpu", "FEDWEB_RANK_CRASH_AT": "1:3",
            "FEDWEB_RANK_CRASH_ONCE": str(tmp_path / "crashed"), **TIMEOUTS}  # fmt: skip
     workers.start("w1", env=env)
-    e = Experiment.objects.create(owner=user, name="a rank killed", spec=SPEC)
+    e = new_experiment(owner=user, name="a rank killed", spec=SPEC)
     e.start()
     _finished(e)
     assert (tmp_path / "crashed").exists()  # the member really died, in round 3
@@ -123,7 +126,7 @@ def test_a_gang_member_s_whole_worker_killed_mid_round_loses_nothing(user, worke
     # crashed machine) as round 3 starts on its rank; the leader is in that round's collectives then.
     crash = {"FEDWEB_CRASH_AT": "rank-round:3", **TIMEOUTS}
     procs = workers.start_all("w1", "w2", env=crash)
-    e = Experiment.objects.create(owner=user, name="a member's worker killed", spec=SPEC)
+    e = new_experiment(owner=user, name="a member's worker killed", spec=SPEC)
     e.start()
     wait_for(lambda: not all(p.alive() for p in procs.values()), 180, "the member's worker to die in round 3")
     dead = next(name for name, p in procs.items() if not p.alive())

@@ -9,10 +9,12 @@ from fedweb_engine import Spec
 from fedweb_engine.data import cache as data_cache
 from fedweb_engine.simulation.runner import Simulation
 from fedweb_engine.state.checkpoint import read_checkpoint
-from orchestrator.models import Experiment, LogEntry, Status
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.experiments.records import LogEntry
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.workers.reference import recorded_rounds
-from workers import round_state, runtime
+from workers import runtime, state_files
 from workers.rounds import execute_round
 
 pytestmark = pytest.mark.django_db
@@ -37,7 +39,7 @@ def _checkpoints(settings, empty_round_cache):
 
 
 def _experiment(user, **changes) -> Experiment:
-    e = Experiment.objects.create(owner=user, name="stateful", spec={**STATEFUL, **changes})
+    e = new_experiment(owner=user, name="stateful", spec={**STATEFUL, **changes})
     e.start(enqueue=False)
     return e
 
@@ -59,15 +61,15 @@ def test_a_loaded_state_continues_bit_identically_to_the_simulation_in_memory(us
     sim = Simulation(e.parsed_spec())
     sim.next_round()
     sim.next_round()
-    round_state.publish(e.pk, sim)
-    state = round_state.read(round_state.state_path(e.pk, 2), 2)
+    state_files.publish(e.pk, sim)
+    state = state_files.read(state_files.state_path(e.pk, 2), 2)
     loaded = Simulation(Spec.from_stored(state[1]["spec"]))
     loaded.load_state_dict(*state)
     for _ in range(3):
         a, b = sim.next_round().to_dict(), loaded.next_round().to_dict()
         assert {k: v for k, v in a.items() if k not in TIMING} == {k: v for k, v in b.items() if k not in TIMING}
     assert all(sim.global_flat.eq(loaded.global_flat)) and all(sim.residuals.flatten().eq(loaded.residuals.flatten()))
-    assert ("received" in read_checkpoint(round_state.state_path(e.pk, 2))[0]) == (downlink == "topk")
+    assert ("received" in read_checkpoint(state_files.state_path(e.pk, 2))[0]) == (downlink == "topk")
 
 
 def test_a_fresh_worker_loads_the_state_and_replays_nothing(user):
@@ -82,7 +84,7 @@ def test_a_fresh_worker_loads_the_state_and_replays_nothing(user):
     assert len(loads) == 5 and loads[0].startswith("Round 2 on w2: loaded the state of round 1 in ")
     assert loads[0].endswith("s (data cached)")  # the data this process built for round 1
     # The newest two states only (and the full checkpoints every CHECKPOINT_EVERY rounds).
-    folder = round_state.state_path(e.pk, 0).parent
+    folder = state_files.state_path(e.pk, 0).parent
     assert sorted(p.name for p in folder.glob("state-*")) == ["state-000005.safetensors", "state-000006.safetensors"]
 
 
@@ -109,9 +111,9 @@ def test_a_state_written_before_a_crash_is_not_loaded_for_the_round_that_wrote_i
     e = _experiment(user)
     _run(e, [1, 2], fresh_worker=False)
     ahead = Simulation(e.parsed_spec())
-    ahead.load_state_dict(*round_state.read(round_state.state_path(e.pk, 2), 2))
+    ahead.load_state_dict(*state_files.read(state_files.state_path(e.pk, 2), 2))
     ahead.next_round()
-    round_state.publish(e.pk, ahead)  # state 3, as the dead worker left it
+    state_files.publish(e.pk, ahead)  # state 3, as the dead worker left it
     _run(e, range(3, 7), fresh_worker=True)
     assert recorded_rounds(e) == recorded_rounds(reference) and _messages(e, "warning") == []
 
@@ -122,7 +124,7 @@ def test_without_a_readable_state_it_replays_from_an_older_one_with_a_warning(us
     _run(reference, range(1, 7), fresh_worker=False)
     e = _experiment(user)
     _run(e, [1, 2, 3], fresh_worker=False)
-    path = round_state.state_path(e.pk, 3)
+    path = state_files.state_path(e.pk, 3)
     if damage == "torn":
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])  # a power cut mid-write
     else:
@@ -139,7 +141,7 @@ def test_with_no_state_at_all_it_replays_from_the_newest_checkpoint(user):
     _run(reference, range(1, 7), fresh_worker=False)
     e = _experiment(user)
     _run(e, [1, 2, 3], fresh_worker=False)
-    for path in Path(round_state.state_path(e.pk, 0).parent).glob("state-*"):
+    for path in Path(state_files.state_path(e.pk, 0).parent).glob("state-*"):
         path.unlink()
     _run(e, range(4, 7), fresh_worker=True)
     assert recorded_rounds(e) == recorded_rounds(reference)

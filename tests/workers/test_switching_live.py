@@ -8,9 +8,11 @@ import signal
 
 import pytest
 
-from orchestrator.models import Experiment, LogEntry, RoundMetric, Status
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.experiments.records import LogEntry, RoundMetric
 from orchestrator.sweeps.create import create_sweep
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from tests.live import wait_for
 from tests.workers.reference import recorded_rounds, reference_rounds
 
@@ -22,7 +24,7 @@ SPEC = {**TINY_SPEC, "rounds": 30, "evaluation": {"every": 5}}
 def _submit(user, count: int, **spec) -> list[Experiment]:
     experiments = []
     for i in range(count):
-        e = Experiment.objects.create(owner=user, name=f"switch {i}", spec={**SPEC, "seed": 3 + i, **spec})
+        e = new_experiment(owner=user, name=f"switch {i}", spec={**SPEC, "seed": 3 + i, **spec})
         e.start()
         experiments.append(e)
     return experiments

@@ -8,9 +8,11 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from fedweb_engine.simulation.runner import Simulation
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.experiments.records import Checkpoint, LogEntry
 from orchestrator.live import events
-from orchestrator.models import Checkpoint, Experiment, LogEntry, Status
 from tests.conftest import TINY_SPEC
+from tests.factories import new_experiment
 from workers import runtime
 from workers.rounds import execute_round, run_inline
 from workers.tasks import run_round
@@ -24,7 +26,7 @@ def _checkpoints(settings, empty_round_cache):
 
 
 def _experiment(user, **changes) -> Experiment:
-    return Experiment.objects.create(owner=user, name="tiny", spec={**TINY_SPEC, **changes})
+    return new_experiment(owner=user, name="tiny", spec={**TINY_SPEC, **changes})
 
 
 def _inline(experiment) -> Experiment:
@@ -48,7 +50,7 @@ def test_it_runs_all_rounds_and_keeps_the_last_checkpoints(user):
     assert sorted(p.name for p in folder.iterdir()) == [
         "round-000004.safetensors",
         "round-000005.safetensors",
-        "state-000004.safetensors",  # the round state of the newest two rounds (workers/round_state.py)
+        "state-000004.safetensors",  # the round state of the newest two rounds (workers/state_files.py)
         "state-000005.safetensors",
     ]
 

@@ -13,6 +13,7 @@ import importlib.abc
 import importlib.util
 import sys
 import warnings
+from pathlib import Path
 
 # Old module (under workers.engine) -> its new place under fedweb_engine. Subpackages that kept their
 # name (data, models, strategies, algorithms) map to themselves.
@@ -55,14 +56,27 @@ MOVED = {
     "isolation_child": "isolation.child",
     "result": "results.round_result",
     "round_fields": "results.round_fields",
+    "data.base": "data.federated",  # FederatedData: every client's samples in one tensor
 }
 PREFIX = __name__ + "."
 
 
 def new_name(old: str) -> str:
     """The new dotted name of an old ``workers.engine...`` module."""
-    head, _, rest = old.removeprefix(PREFIX).partition(".")
+    relative = old.removeprefix(PREFIX)
+    head, _, rest = relative.partition(".")
+    if relative in MOVED:
+        return "fedweb_engine." + MOVED[relative]
+    if head == "data" and rest and _is_dataset_module(rest.partition(".")[0]):
+        return "fedweb_engine.data.datasets." + rest  # the built-in datasets went one level down
     return "fedweb_engine." + MOVED.get(head, head) + ("." + rest if rest else "")
+
+
+def _is_dataset_module(name: str) -> bool:
+    """Whether ``fedweb_engine/data/datasets/<name>.py`` exists (found without importing torch)."""
+    engine = importlib.util.find_spec("fedweb_engine")
+    folders = engine.submodule_search_locations if engine is not None else None
+    return bool(folders) and (Path(folders[0]) / "data" / "datasets" / f"{name}.py").is_file()
 
 
 class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -2,7 +2,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from fedweb_engine.spec.presets import preset_spec
-from orchestrator.models import Experiment, Status
+from orchestrator.experiments.launch import create_experiment
+from orchestrator.experiments.models import Experiment, Status
 from workers.rounds import run_inline
 
 # Presets scaled down (fewer rounds and clients, 8×8 digits, small models) so the finished demos
@@ -68,13 +69,10 @@ class Command(BaseCommand):
             return
         Experiment.objects.filter(owner=user, name=name).delete()  # a half-run demo from an interrupted call
         spec = preset_spec(preset).replace(compute={"device": "cpu"}, **changes)
-        experiment = Experiment.objects.create(
-            owner=user,
-            name=name,
-            description=describe(preset, spec),
-            tags=["demo", preset],
-            spec=spec.to_dict(),
-        )
+        experiment = create_experiment(
+            owner=user, name=name, description=describe(preset, spec), tags=["demo", preset], spec=spec.to_dict(),
+            start=False,
+        )  # fmt: skip
         self.stdout.write(f"Running '{name}' ({spec.rounds} rounds) inline ...")
         experiment.start(by="demo", enqueue=False)
         run_inline(experiment, log_line=lambda level, message: None)
@@ -85,6 +83,5 @@ class Command(BaseCommand):
         if Experiment.objects.filter(owner=user, name=name).exists():
             return
         spec = preset_spec(preset).replace(compute={"device": "cpu"}, **changes)
-        experiment = Experiment.objects.create(owner=user, name=name, tags=["demo", preset], spec=spec.to_dict())
-        experiment.start(by="demo")
+        experiment = create_experiment(owner=user, name=name, tags=["demo", preset], spec=spec.to_dict(), by="demo")
         self.stdout.write(f"Queued '{name}' ({spec.rounds} rounds) on '{experiment.queue}'")

@@ -4,10 +4,11 @@ from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
-from fedweb_engine.spec.schema import Spec, SpecError
-from orchestrator.models import FINISHED, Experiment
-from workers.progress import to_stdout
+from fedweb_engine.spec.schema import SpecError
+from orchestrator.experiments.launch import create_experiment
+from orchestrator.experiments.models import FINISHED
 from workers.rounds import run_inline
 
 
@@ -22,14 +23,21 @@ class Command(BaseCommand):
         parser.add_argument("--wait", action="store_true", help="without --inline: wait until the experiment finishes")
 
     def handle(self, *args, **opts):
-        spec = _read_spec(Path(opts["spec"]))
-        owner, created = get_user_model().objects.get_or_create(username=opts["user"])
-        if created:
-            owner.set_unusable_password()
-            owner.save()
-        name = opts["name"] or Path(opts["spec"]).stem
-        experiment = Experiment.objects.create(owner=owner, name=name, spec=spec.to_dict())
-        self.stdout.write(f"Experiment #{experiment.pk} '{name}': {spec.rounds} rounds, owner {owner.username}")
+        path = Path(opts["spec"])
+        spec = _read_spec(path)
+        name = opts["name"] or path.stem
+        with transaction.atomic():  # a refused spec leaves no new user behind
+            owner, created = get_user_model().objects.get_or_create(username=opts["user"])
+            if created:
+                owner.set_unusable_password()
+                owner.save()
+            try:  # the spec is checked here, as the form's and the API's are
+                experiment = create_experiment(owner=owner, name=name, spec=spec, start=False)
+            except SpecError as e:
+                raise CommandError(f"{path}: {e}") from None
+        self.stdout.write(
+            f"Experiment #{experiment.pk} '{name}': {experiment.total_rounds} rounds, owner {owner.username}"
+        )
         if opts["inline"]:
             return self._run_inline(experiment)
         experiment.start(by="run_experiment")
@@ -39,7 +47,7 @@ class Command(BaseCommand):
 
     def _run_inline(self, experiment):
         experiment.start(by="run_experiment --inline", enqueue=False)
-        experiment = run_inline(experiment, log_line=to_stdout(), on_round=self._print_round)
+        experiment = run_inline(experiment, log_line=_print_log, on_round=self._print_round)
         self._finish(experiment)
 
     def _print_round(self, metric):
@@ -65,12 +73,15 @@ class Command(BaseCommand):
             raise CommandError(experiment.error or f"experiment ended {experiment.status}")
 
 
-def _read_spec(path: Path) -> Spec:
+def _print_log(level: str, message: str) -> None:
+    """The experiment's log lines, on stdout as they come (the run has no page open)."""
+    print(f"[{level}] {message}", flush=True)
+
+
+def _read_spec(path: Path) -> dict:
     try:
-        return Spec.from_dict(json.loads(path.read_text()))
+        return json.loads(path.read_text())
     except OSError as e:
         raise CommandError(f"cannot read {path}: {e}") from None
     except json.JSONDecodeError as e:
         raise CommandError(f"{path} is not valid JSON: {e}") from None
-    except SpecError as e:
-        raise CommandError(f"{path}: {e}") from None

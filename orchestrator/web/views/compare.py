@@ -9,13 +9,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from orchestrator.experiments.access import get_experiment_for_user
-from orchestrator.experiments.rounds import rounds_of
+from orchestrator.experiments.round_table import rounds_of
 from orchestrator.experiments.specs import flatten
 from orchestrator.experiments.summaries import METRICS, cells, summarize
-from orchestrator.sweeps.charts import grouped_charts
 from orchestrator.sweeps.stats import METRICS as GROUP_METRICS
 from orchestrator.sweeps.stats import differing_fields, group, run_labels
 from orchestrator.web.charts import compare_chart_list, compare_charts
+from orchestrator.web.sweep_charts import grouped_charts
 from orchestrator.web.views.pages import ids_param
 
 

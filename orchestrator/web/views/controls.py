@@ -1,6 +1,6 @@
 """The buttons of an experiment's page: pause, resume, cancel (one view, as the API's
-``experiment_action``) and delete. POST only; controls need the right to control, delete the right
-to delete."""
+``experiment_action``), its priority and delete. POST only; controls need the right to control,
+delete the right to delete."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from fedweb.inputs import int_value
 from orchestrator.experiments.access import get_experiment_for_user
+from orchestrator.fleet.priority import PriorityError, set_priority
 
 ACTIONS = ("pause", "resume", "cancel")
 
@@ -24,6 +26,18 @@ def experiment_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
     experiment = get_experiment_for_user(request.user, pk, control=True)
     if not getattr(experiment, action)(by=request.user.username):
         messages.warning(request, f"Could not {action} an experiment that is {experiment.status}.")
+    return redirect("experiment_detail", pk)
+
+
+@login_required
+@require_POST
+def experiment_priority(request: HttpRequest, pk: int) -> HttpResponse:
+    """The dashboard's priority form."""
+    experiment = get_experiment_for_user(request.user, pk, control=True)
+    try:
+        set_priority(experiment, int_value(request.POST.get("priority")), by=request.user.username)
+    except PriorityError as e:
+        messages.error(request, str(e))
     return redirect("experiment_detail", pk)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from orchestrator.experiments.access import get_experiment_for_request, login_or_share_token_required
-from orchestrator.experiments.rounds import rounds_csv_response, rounds_of
+from orchestrator.experiments.round_table import rounds_csv_response, rounds_of
 from orchestrator.web.report import render_report
 
 

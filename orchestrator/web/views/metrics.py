@@ -1,4 +1,4 @@
-"""``GET /metrics``: the fleet's Prometheus metrics (orchestrator/fleet/metrics.py says where each comes from).
+"""``GET /metrics``: the fleet's Prometheus metrics (orchestrator/fleet/prometheus.py says where each comes from).
 
 With ``FEDWEB_METRICS_TOKEN`` set, every scrape needs ``Authorization: Bearer <token>``. Without
 it, only loopback clients may scrape: the metrics name workers and queues, which are nobody
@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector, generate_latest
 
-from orchestrator.fleet.metrics import FleetCollector, token_matches
+from orchestrator.fleet.prometheus import FleetCollector, token_matches
 
 log = logging.getLogger(__name__)
 _registry: CollectorRegistry | None = None

@@ -24,16 +24,16 @@ from orchestrator.experiments.access import (
     scoped,
 )
 from orchestrator.experiments.leak import leak_warnings
+from orchestrator.experiments.models import ACTIVE, Experiment, Kind, Status
 from orchestrator.experiments.public import host_names, redact, redact_events
-from orchestrator.experiments.rounds import rounds_of, table_columns, table_rows
+from orchestrator.experiments.round_table import rounds_of, table_columns, table_rows
 from orchestrator.experiments.summaries import METRICS, cells, summaries_for, summarize
 from orchestrator.experiments.summaries import definitions as summary_definitions
-from orchestrator.external.display import config_groups, custom_charts
 from orchestrator.external.liveness import mark_crashed
 from orchestrator.fleet.queues import live_workers_by_queue, queue_depths, submit_warnings, waiting_for, waiting_status
-from orchestrator.models import ACTIVE, Experiment, Kind, Status
 from orchestrator.web.charts import dashboard_charts
-from orchestrator.web.forms import ExperimentForm, spec_initial
+from orchestrator.web.experiment_forms import ExperimentForm, spec_initial
+from orchestrator.web.external_dashboard import config_groups, custom_charts
 from orchestrator.web.spec_table import spec_groups
 
 SCOPES = ("all", "mine", "team", "shared")
@@ -97,8 +97,8 @@ def ids_param(raw: str) -> list[int]:
 def experiment_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = ExperimentForm(request.POST, user=request.user)
-        if form.is_valid():
-            experiment = form.save()  # stored and queued with the spec the form parsed
+        # Stored and queued by create_experiment, which checks the spec; None: refused, and why is on the form.
+        if form.is_valid() and (experiment := form.save()) is not None:
             for warning in submit_warnings(experiment):
                 messages.warning(request, warning)
             return redirect("experiment_detail", experiment.pk)

@@ -13,9 +13,10 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, JsonResponse, QueryDict
 
-from fedweb_engine.spec.schema import SpecError, spec_fields
-from orchestrator.web.forms import ExperimentForm, form_name
-from orchestrator.web.previews import bandwidth_estimate, partition_preview, privacy_estimate, resource_estimate
+from fedweb_engine.spec.schema import Spec, SpecError, spec_fields
+from orchestrator.experiments.launch import checked_spec
+from orchestrator.web.estimates import bandwidth_estimate, partition_preview, privacy_estimate, resource_estimate
+from orchestrator.web.experiment_forms import ExperimentForm, form_name
 
 # The spec fields (dotted prefixes) each box is computed from.
 BOX_FIELDS = {
@@ -32,24 +33,38 @@ def _reads(prefixes: tuple[str, ...], key: str) -> bool:
     return any(key == p or key.startswith(p + ".") for p in prefixes)
 
 
-def box_form(query: QueryDict, box: str, user) -> tuple[ExperimentForm, dict[str, list[str]]]:
+def box_form(query: QueryDict, box: str, user) -> tuple[ExperimentForm, Spec | None, dict[str, list[str]]]:
     """The preview form for ``box``, with every invalid field the box does not read set to its
-    default; and those fields' errors, by dotted name."""
+    default; its checked spec (None when a field the box reads is invalid); and the defaulted
+    fields' errors, by dotted name."""
     data = query.copy()
     defaulted: dict[str, list[str]] = {}
     reads = BOX_FIELDS[box]
     form = ExperimentForm(data, preview=True, user=user)
     for _ in range(MAX_PASSES):
-        if form.is_valid():
-            break
+        if (spec := _checked(form)) is not None:
+            return form, spec, defaulted
         outside = {k: v for k, v in form.spec_errors().items() if k != "__all__" and not _reads(reads, k)}
         if not outside:
-            break
+            return form, None, defaulted
         for key, errors in outside.items():
             _set_default(data, key)
             defaulted.setdefault(key, errors)
         form = ExperimentForm(data, preview=True, user=user)
-    return form, defaulted
+    return form, _checked(form), defaulted
+
+
+def _checked(form: ExperimentForm) -> Spec | None:
+    """The form's spec, checked as ``create_experiment`` checks a new one (a preview stores
+    nothing); None when the form or the spec is invalid, the spec's error then on the form."""
+    if not form.is_valid():
+        return None
+    spec = form.spec_dict()
+    try:
+        return checked_spec(spec)
+    except SpecError as e:
+        form.add_spec_error(e, spec)
+        return None
 
 
 def _set_default(data: QueryDict, dotted: str) -> None:
@@ -69,12 +84,12 @@ def _set_default(data: QueryDict, dotted: str) -> None:
 
 def answer(request: HttpRequest, box: str, compute) -> JsonResponse:
     """``compute(spec)`` for ``box``, or 400 with the errors of the fields it reads and ``why``."""
-    form, defaulted = box_form(request.GET, box, request.user)
-    if not form.is_valid():
+    form, spec, defaulted = box_form(request.GET, box, request.user)
+    if spec is None:
         errors = form.spec_errors()
         return JsonResponse({"errors": errors, "why": _why(errors)}, status=400)
     try:
-        body = compute(form.spec)
+        body = compute(spec)
     except SpecError as e:
         errors = {e.field: [str(e)]}
         return JsonResponse({"errors": errors, "why": _why(errors)}, status=400)

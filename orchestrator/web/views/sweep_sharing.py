@@ -1,5 +1,5 @@
 """A sweep after its creation: its sharing page (team and visibility, applied to its runs) and the
-JSON its live page refetches when the sweep socket (``orchestrator.live.sweeps``) says a run changed."""
+JSON its live page refetches when the sweep socket (``orchestrator.sockets.sweeps``) says a run changed."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
 
 from orchestrator.experiments import access
-from orchestrator.models import Visibility
+from orchestrator.experiments.models import Visibility
 from orchestrator.web.sweep_forms import SweepSharingForm
 from orchestrator.web.views.sweeps import sweep_context
 

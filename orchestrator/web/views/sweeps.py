@@ -16,14 +16,14 @@ from django.views.decorators.http import require_POST
 from fedweb.inputs import parse_int
 from fedweb_engine.spec.presets import PRESETS
 from orchestrator.experiments import access
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.experiments.summaries import summarize
-from orchestrator.models import RoundMetric
 from orchestrator.sweeps import overview
-from orchestrator.sweeps.charts import NO_TARGET_TEXT, band_figure, parallel_figure, rungs_figure, trials_figure
 from orchestrator.sweeps.create import create_sweep
 from orchestrator.sweeps.models import SEED_FIELD
 from orchestrator.sweeps.stats import METRICS, band, group, value_at
-from orchestrator.web.forms import spec_initial
+from orchestrator.web.experiment_forms import spec_initial
+from orchestrator.web.sweep_charts import NO_TARGET_TEXT, band_figure, parallel_figure, rungs_figure, trials_figure
 from orchestrator.web.sweep_forms import SEARCH_FIELDS, SweepForm, axes_text, ranges_text
 
 CURVES = (("test_accuracy", "Test accuracy", "accuracy"), ("test_loss", "Test loss", "loss"))
@@ -39,7 +39,7 @@ def sweep_list(request: HttpRequest) -> HttpResponse:
 def sweep_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = SweepForm(request.POST, user=request.user)
-        if form.is_valid():
+        if form.is_valid():  # clean() checked the whole sweep, every run's spec included (sweeps.create.check)
             fields = {k: form.cleaned_data[k] for k in ("name", "description", "tags", "team", "visibility")}
             sweep = create_sweep(owner=request.user, **form.sweep_args, **fields)
             return redirect("sweep_detail", sweep.pk)

@@ -11,9 +11,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from accounts.forms import InviteForm, RoleForm, SharingForm, SignupForm, TeamForm
+from accounts.api_tokens import current_token, revoke_token, rotate_token
 from accounts.models import Invitation, LastOwnerError, Membership, Team
-from accounts.tokens import current_token, revoke_token, rotate_token
+from accounts.web.forms import InviteForm, RoleForm, SharingForm, SignupForm, TeamForm
 from orchestrator.experiments.access import get_experiment_for_user, share_path
 
 

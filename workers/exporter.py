@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import ThreadingWSGIServer
 
-from orchestrator.fleet.metrics import add_gpu_memory, token_matches
+from orchestrator.fleet.prometheus import add_gpu_memory, token_matches
 from workers import heartbeat
 from workers.heartbeat import served_queues
 

@@ -11,7 +11,7 @@ from collections import defaultdict
 
 import plotly.graph_objects as go
 
-from orchestrator.web.charts import PALETTE, Chart, _figure_json, _layout
+from orchestrator.web.charts import PALETTE, Chart, chart_layout, figure_json
 
 # A swept numeric field with at most this many distinct values gets one tick per value.
 MAX_VALUE_TICKS = 12
@@ -49,12 +49,12 @@ def band_traces(curves: list[dict]) -> list:
 def band_figure(title: str, y_title: str, curves: list[dict]) -> dict:
     """One chart of a sweep's metric: ``band_traces`` of its configurations, titled."""
     chart = Chart(f"sweep-{title}", title, y_title, ())
-    layout = _layout(chart, y_title=y_title, right_axis=False, empty=not any(c["x"] for c in curves))
+    layout = chart_layout(chart, y_title=y_title, right_axis=False, empty=not any(c["x"] for c in curves))
     # The title above the legend, which sits just above the plot.
     layout["title"] = {"text": title, "x": 0, "y": 0.98, "yanchor": "top", "font": {"size": 13}}
     layout["margin"]["t"] = 72
     _whole_rounds(layout, curves)
-    return _figure_json(band_traces(curves), layout)
+    return figure_json(band_traces(curves), layout)
 
 
 def _whole_rounds(layout: dict, curves: list[dict]) -> None:
@@ -81,11 +81,11 @@ def grouped_figure(chart: Chart, groups: list[dict], rounds_by_id: dict[int, lis
         stds = [statistics.stdev(per_round[x]) if len(per_round[x]) > 1 else 0.0 for x in xs]
         curves.append({"label": row["label"], "x": xs, "mean": means, "std": stds})
     y_title = chart.y2_title if main.right_axis else chart.y_title
-    layout = _layout(chart, y_title=y_title, right_axis=False, empty=not any(c["x"] for c in curves))
+    layout = chart_layout(chart, y_title=y_title, right_axis=False, empty=not any(c["x"] for c in curves))
     layout["showlegend"] = False  # the page's shared legend names the configurations
     layout["uirevision"] = f"grouped-{chart.id}"
     _whole_rounds(layout, curves)
-    figure = _figure_json(band_traces(curves), layout)
+    figure = figure_json(band_traces(curves), layout)
     figure["own_x"] = True
     return figure
 
@@ -136,7 +136,7 @@ def parallel_figure(fields: list[str], rows: list[dict], target: str = "final ac
         "colorbar": colorbar,
     }
     layout = {"margin": {"l": 70, "r": 90, "t": 50, "b": 30}, "font": {"size": 12}, "paper_bgcolor": "#fff"}
-    return _figure_json([go.Parcoords(dimensions=dimensions, line=line)], layout)
+    return figure_json([go.Parcoords(dimensions=dimensions, line=line)], layout)
 
 
 def grouped_charts(charts: list[Chart], groups: list[dict], rounds_by_id: dict[int, list[dict]]) -> dict:
@@ -167,7 +167,7 @@ def rungs_figure(trials: list[dict], target: str, *, log_x: bool) -> dict:
             meta={"trial": t["number"], "state": t["state"], "faded": faded}, hovertemplate=f"{t['text']}<br>%{{y:.4f}}",
         ))  # fmt: skip
     chart = Chart("sweep-rungs", "Rungs", target, ())
-    layout = _layout(chart, y_title=target, right_axis=False, empty=not any(t["values"] for t in trials))
+    layout = chart_layout(chart, y_title=target, right_axis=False, empty=not any(t["values"] for t in trials))
     layout["title"] = {"text": f"{target} at each rung (stopped: faded)", "x": 0, "y": 0.98, "yanchor": "top",
                        "font": {"size": 13}}  # fmt: skip
     layout["margin"]["t"] = 72
@@ -175,7 +175,7 @@ def rungs_figure(trials: list[dict], target: str, *, log_x: bool) -> dict:
     layout["xaxis"].update(title={"text": "round (rungs)"}, rangemode="normal")
     if log_x:
         layout["xaxis"]["type"] = "log"
-    return _figure_json(traces, layout)
+    return figure_json(traces, layout)
 
 
 def trials_figure(trials: list[dict], target: str, direction: str) -> dict:
@@ -200,7 +200,7 @@ def trials_figure(trials: list[dict], target: str, direction: str) -> dict:
                    meta={"role": "best"}),
     ]  # fmt: skip
     chart = Chart("sweep-trials", "Trials", target, ())
-    layout = _layout(chart, y_title=target, right_axis=False, empty=not xs)
+    layout = chart_layout(chart, y_title=target, right_axis=False, empty=not xs)
     layout["xaxis"].update(title={"text": "trial"}, tick0=1, dtick=1)
     layout["hovermode"] = "closest"
-    return _figure_json(traces, layout)
+    return figure_json(traces, layout)

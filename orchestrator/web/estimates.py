@@ -74,7 +74,9 @@ def privacy_estimate(spec: Spec) -> dict | None:
     """ε at δ the whole run will have spent with DP-FedAvg (the accountant the workers use); None without DP."""
     if spec.privacy.mechanism == "none":
         return None
-    from workers.privacy import projected_epsilon  # why: dp_accounting takes seconds to import; only DP specs need it
+    from orchestrator.experiments.privacy_budget import (
+        projected_epsilon,  # why: dp_accounting takes seconds to import; only DP specs need it
+    )
 
     p, eps = spec.privacy, projected_epsilon(spec)
     # z = 0 spends ε = ∞, which JSON cannot carry: null, shown as ∞.

@@ -37,8 +37,8 @@ from typing import Protocol
 
 from channels.db import database_sync_to_async
 
+from orchestrator.experiments.models import Experiment
 from orchestrator.experiments.public import host_names, redact
-from orchestrator.models import Experiment
 
 log = logging.getLogger(__name__)
 COALESCE_SECONDS = 0.05  # at most 20 messages a second to a page (3 frames at 60 Hz); a bounded delay

@@ -8,7 +8,7 @@ and link (``Fanout.check_access``), not once per socket: 200 viewers of one publ
 query. Other events check nothing: access changes drive the checks. A socket that lost access is
 closed with 4403 and forwards nothing more.
 
-An experiment socket gets its live events through :mod:`orchestrator.live.fanout` (one subscription
+An experiment socket gets its live events through :mod:`orchestrator.sockets.fanout` (one subscription
 per process and experiment; JSON and the public link's redaction done once per event; rounds
 arriving faster than a page draws coalesced into one ``rounds`` message).
 """
@@ -25,11 +25,14 @@ from django.contrib.auth import get_user_model
 from fedweb.inputs import parse_int
 from orchestrator.experiments import access
 from orchestrator.experiments.leak import latest_leak_warnings
+from orchestrator.experiments.models import FINISHED, Experiment
 from orchestrator.experiments.public import host_names, redact
-from orchestrator.experiments.rounds import round_dict
+from orchestrator.experiments.records import RoundMetric
+from orchestrator.experiments.round_table import round_dict
+from orchestrator.fleet.gangs import Gang
+from orchestrator.fleet.workers import Worker
 from orchestrator.live import events
-from orchestrator.live.fanout import RESYNC, Prepared, fanout_for
-from orchestrator.models import FINISHED, Experiment, Gang, RoundMetric, Worker
+from orchestrator.sockets.fanout import RESYNC, Prepared, fanout_for
 
 FORBIDDEN = 4403  # WebSocket close code: "HTTP 403" in the private 4000-4999 range
 ACCESS_RECHECK_SECONDS = 30.0

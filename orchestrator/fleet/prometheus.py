@@ -25,9 +25,11 @@ from dataclasses import dataclass, field
 from django.db.models import Count, Max
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.experiments.records import RoundMetric
 from orchestrator.fleet.candidates import policy_for
 from orchestrator.fleet.queues import queue_states
-from orchestrator.models import Experiment, RoundMetric, Status, Worker
+from orchestrator.fleet.workers import Worker
 
 # Rounds last from milliseconds (tiny CPU runs) to many minutes (large GPU cohorts).
 ROUND_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)

@@ -4,9 +4,10 @@ Field names are the dotted spec names with ``__`` for the dot (``data__alpha``),
 ``SpecError("data.alpha", ...)`` lands next to the right input. A component's options are one
 field per registered component and option (``model__options__vgg__width``), shown only while
 that component is selected; only the selected component's options go into the spec, and an
-error on ``model.options.width`` lands on the selected component's input. ``clean()`` builds the
-spec dict and validates it with ``Spec.from_dict``: what the form accepts is exactly what the
-engine runs. ``save()`` stores and queues it (``create_experiment``), so a view only handles the form.
+error on ``model.options.width`` lands on the selected component's input. ``spec_dict()`` is the
+spec the inputs describe; ``save()`` hands it to ``create_experiment``, where it is checked, stored
+and queued, and puts a refusal (``SpecError``) beside its input: what the form accepts is exactly
+what the engine runs, and a view only handles the form.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from django.conf import settings
 
 from fedweb import inputs
 from fedweb_engine.spec.schema import COMPONENT_PATHS, SECTIONS, Spec, SpecError, option_key, spec_fields
-from orchestrator.experiments.launch import checked_spec, create_experiment
-from orchestrator.models import Experiment
+from orchestrator.experiments.launch import create_experiment
+from orchestrator.experiments.models import Experiment
 from orchestrator.web.owned_forms import OwnedForm
 
 # Derived from the algorithm; showing it would only let the two disagree.
@@ -199,30 +200,29 @@ class ExperimentForm(OwnedForm):
         for dotted, meta in spec_fields().items():
             if dotted not in HIDDEN_SPEC_FIELDS:
                 self.fields[form_name(dotted)] = spec_field(dotted, meta)
-        self.spec: Spec | None = None
 
     def clean(self):
         cleaned = super().clean()  # name, tags, team and visibility (OwnedForm)
         for name in self._unselected_options():
             self.errors.pop(name, None)  # a hidden component's inputs have no say in the spec
-        if self.errors:
-            return cleaned  # the spec can't be judged from half of its fields
-        spec = self.spec_dict()
-        try:
-            self.spec = checked_spec(spec)  # carried as it is to create_experiment (save)
-        except SpecError as e:
-            field = form_name(option_key(e.field, spec))
-            if field in self.fields:
-                self.add_error(field, str(e))
-            else:
-                self.add_error(None, str(e))
         return cleaned
 
-    def save(self) -> Experiment:
-        """Store the valid form's experiment, owned by its user, and queue it: its spec as ``clean``
-        parsed and checked it, not parsed again."""
+    def save(self) -> Experiment | None:
+        """Create the valid form's experiment, owned by its user, and queue it (``create_experiment``,
+        where its spec is checked); None when the spec is refused, its error then beside its input."""
         fields = {k: self.cleaned_data[k] for k in ("team", "visibility", "name", "description", "tags")}
-        return create_experiment(owner=self.user, spec=self.spec, **fields)
+        spec = self.spec_dict()
+        try:
+            return create_experiment(owner=self.user, spec=spec, **fields)
+        except SpecError as e:
+            self.add_spec_error(e, spec)
+            return None
+
+    def add_spec_error(self, error: SpecError, spec: dict) -> None:
+        """``error`` beside the input of its field (the selected component's, for an option), else
+        above the form."""
+        field = form_name(option_key(error.field, spec))
+        self.add_error(field if field in self.fields else None, str(error))
 
     def spec_dict(self) -> dict:
         """The spec the inputs describe, in today's shape: only the selected components' options."""

@@ -1,4 +1,4 @@
-"""The round state: what an experiment's next round needs, published after every round.
+"""An experiment's round states on disk: what its next round needs, published after every round.
 
 After round ``r`` is trained, and before it is recorded, its worker writes ``state-<r>.safetensors``
 (``Simulation.state_dict``: the global model, codec residuals, strategy buffers, the RNG, loss
@@ -26,7 +26,7 @@ folded into the shared rows only once round ``r + 1`` has run, so loading state 
 for the re-run of an unrecorded round ``r``) finds exactly its rows. Full checkpoints copy the rows
 into ``round-<r>.clients/`` beside them.
 
-The files go with the experiment's folder when it is deleted (``orchestrator.models``).
+The files go with the experiment's folder when it is deleted (``orchestrator.experiments.models``).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ import torch
 from fedweb_engine.simulation.runner import Simulation
 from fedweb_engine.state.checkpoint import read_checkpoint, write_checkpoint
 from fedweb_engine.state.round_state import compact_state, complete_state
-from orchestrator.models import Experiment, checkpoint_folder
+from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.records import checkpoint_folder
 
 log = logging.getLogger(__name__)
 

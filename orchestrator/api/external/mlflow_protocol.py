@@ -1,6 +1,6 @@
 """The MLflow wire protocol as FedWeb speaks it: error shapes, bearer-token auth, the view decorator that turns
 an MlflowError into MLflow's JSON answer, body parsing and the lookups every endpoint shares
-(``orchestrator.external.mlflow`` holds the endpoints)."""
+(``orchestrator.api.external.mlflow`` holds the endpoints)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from orchestrator.api.external.auth import RunTokenAuthentication
+from orchestrator.api.external.throttle import RunTokenThrottle
+from orchestrator.experiments.models import Status
 from orchestrator.external import ingest
-from orchestrator.external.auth import RunTokenAuthentication
 from orchestrator.external.models import TOKEN_PREFIX, ExternalRun, MlflowExperiment
-from orchestrator.external.ratelimit import RunTokenThrottle
-from orchestrator.models import Status
 
 # MLflow's error codes and the HTTP status its server answers for each.
 HTTP_STATUS = {

@@ -32,12 +32,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from orchestrator.experiments import access
-from orchestrator.external import ingest
-from orchestrator.external.api import MAX_CONFIG_CHARS
-
 # MLflow's error codes and the HTTP status its server answers for each.
-from orchestrator.external.mlflow_protocol import (
+from orchestrator.api.external.mlflow_protocol import (
     COLUMN,
     RUN_STATUS,
     UNSUPPORTED,
@@ -54,8 +50,12 @@ from orchestrator.external.mlflow_protocol import (
     _value,
     mlflow_view,
 )
+from orchestrator.api.external.runs import MAX_CONFIG_CHARS
+from orchestrator.experiments import access
+from orchestrator.experiments.models import Experiment, Kind, Status
+from orchestrator.experiments.records import RoundMetric
+from orchestrator.external import ingest
 from orchestrator.external.models import CustomMetric, ExternalRun, MlflowExperiment, MlflowRun
-from orchestrator.models import Experiment, Kind, RoundMetric, Status
 
 
 @mlflow_view(["GET"])

@@ -7,7 +7,7 @@ Here the count lives in the ``shared`` cache (Redis, ``settings.CACHES``): a win
 token's first request and lasts a minute; every request in it, through any process, counts once.
 On Redis one MULTI (open the window if none, INCR, TTL) counts a request in one round trip and
 tells when the window ends; other caches count with ``add`` + ``incr``. When the shared cache does not answer, the count falls back
-to this process's cache for ``FALLBACK_SECONDS`` (a per-process limit, as before) rather than
+to this process's cache for ``FALLBACK_SECONDS`` (a per-process limit) rather than
 failing ingestion: the database, not the limit, is what must not lose a round.
 """
 

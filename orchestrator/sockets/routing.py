@@ -1,7 +1,7 @@
 from django.urls import path
 
-from orchestrator.live import consumers
-from orchestrator.live import sweeps as sweep_live
+from orchestrator.sockets import consumers
+from orchestrator.sockets import sweeps as sweep_live
 
 websocket_urlpatterns = [
     path("ws/experiments/<int:experiment_id>/", consumers.ExperimentConsumer.as_asgi()),

@@ -21,8 +21,8 @@ from django.contrib.auth import get_user_model
 
 from orchestrator.experiments import access
 from orchestrator.live import events
-from orchestrator.live.consumers import FORBIDDEN, _GroupsMixin
-from orchestrator.models import Sweep
+from orchestrator.sockets.consumers import FORBIDDEN, _GroupsMixin
+from orchestrator.sweeps.models import Sweep
 
 
 class SweepChanged(TypedDict):

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from accounts import views
+from accounts.web import views
 
 urlpatterns = [
     path("accounts/token/", views.api_token, name="api_token"),

@@ -28,13 +28,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import Team
+from orchestrator.api.external.auth import HasRunToken, RunTokenAuthentication
+from orchestrator.api.external.throttle import RunTokenThrottle
 from orchestrator.api.serializers import TeamAndVisibility
 from orchestrator.experiments import access
+from orchestrator.experiments.models import Experiment, Kind, Status, Visibility
 from orchestrator.external import ingest
-from orchestrator.external.auth import HasRunToken, RunTokenAuthentication
 from orchestrator.external.models import ExternalRun
-from orchestrator.external.ratelimit import RunTokenThrottle
-from orchestrator.models import Experiment, Kind, Status, Visibility
 
 MAX_CONFIG_CHARS = 50_000
 
@@ -59,7 +59,7 @@ class ExternalRunCreateSerializer(TeamAndVisibility, serializers.Serializer):
 class RunTokenScheme(OpenApiAuthenticationExtension):
     """The run token in the OpenAPI document (/api/docs/), as ``runToken``."""
 
-    target_class = "orchestrator.external.auth.RunTokenAuthentication"
+    target_class = "orchestrator.api.external.auth.RunTokenAuthentication"
     name = "runToken"
 
     def get_security_definition(self, auto_schema):

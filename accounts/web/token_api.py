@@ -12,8 +12,8 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from accounts.ratelimit import clear_failures
-from accounts.tokens import revoke_token, rotate_token
+from accounts.api_tokens import revoke_token, rotate_token
+from accounts.web.login_limit import clear_failures
 
 TokenBody = inline_serializer("Token", {"token": serializers.CharField()})
 LOCKED = OpenApiResponse(description="Too many failed attempts for this username from this address")

@@ -5,7 +5,7 @@ from django.contrib.auth.forms import UserCreationForm
 
 from accounts.models import Role, Team
 from orchestrator.experiments.access import teams_for_creation
-from orchestrator.models import Experiment
+from orchestrator.experiments.models import Experiment
 
 
 class TeamForm(forms.ModelForm):

@@ -1,0 +1,3 @@
+"""The API of external runs: run-scoped tokens (``auth``), their rate limit (``throttle``), the runs'
+endpoints (``runs``) and the MLflow tracking subset (``mlflow``, its wire format ``mlflow_protocol``).
+What they record is ``orchestrator.external``'s."""
