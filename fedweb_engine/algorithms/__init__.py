@@ -24,4 +24,4 @@ def build_algorithm(
     algorithm = component.factory(num_params=num_params, device=device, lr=lr, options=options)
     if not isinstance(algorithm, ClientAlgorithm):
         raise TypeError(f"client algorithm {name!r} must build a ClientAlgorithm, not {type(algorithm).__name__}")
-    return algorithm
+    return component.check_built(algorithm)

@@ -67,6 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fedweb_engine.components import contracts
 from fedweb_engine.components.option_checks import OptionMetadataError, check_options
 from fedweb_engine.components.plugin_sources import distribution_version, hash_files
 from fedweb_engine.spec import validation
@@ -158,6 +159,23 @@ class Component:
     def default_options(self) -> Any:
         return self.options()
 
+    @property
+    def who(self) -> str:
+        """How messages name it: ``built-in strategy 'fedavg'``, ``plugin 'mine': model 'wide'``."""
+        return (
+            f"built-in {self.kind} {self.name!r}"
+            if self.builtin
+            else f"plugin {self.plugin!r}: {self.kind} {self.name!r}"
+        )
+
+    def check_built(self, built: Any) -> Any:
+        """``built`` (what the factory returned) checked against the kind's protocol; returned as is."""
+        try:
+            contracts.check_built(self.who, built, self.kind, self.traits)
+        except contracts.ContractError as e:
+            raise RegistryError(str(e)) from None
+        return built
+
 
 _lock = threading.RLock()
 _registry: dict[str, dict[str, Component]] = {kind: {} for kind in KINDS}
@@ -182,6 +200,10 @@ def _register(kind: str, name: str, options: type | None, traits: dict[str, Any]
     def decorate(factory: Callable) -> Callable:
         doc = inspect.getdoc(factory) or ""
         component = Component(kind, name, factory, opts, dict(traits), doc.split("\n\n")[0].replace("\n", " "))
+        try:
+            contracts.check_factory(component.who, factory, kind, traits)
+        except contracts.ContractError as e:
+            raise RegistryError(str(e)) from None
         with _lock:
             existing = _registry[kind].get(name)
             if existing is not None and _same_definition(existing, component):

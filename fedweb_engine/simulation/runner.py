@@ -37,10 +37,10 @@ from fedweb_engine.results.round_result import (
     quantile_fields,
 )
 from fedweb_engine.simulation.algorithm_share import SimulationState, StateStoreFactory
+from fedweb_engine.simulation.server_step import server_step
 from fedweb_engine.spec.schema import Spec
 from fedweb_engine.state.client_state import ClientStates
-from fedweb_engine.strategies import build_strategy, needs_updates
-from fedweb_engine.strategies.aggregate import divide_by_total_
+from fedweb_engine.strategies import build_strategy
 from fedweb_engine.training.client import build_trainer
 from fedweb_engine.training.devices import describe, fits_on, free_memory, prepare, resolve_devices, synchronize
 from fedweb_engine.training.dispatch import Collected, DeviceReplica, choose_vectorised, train_plans
@@ -109,10 +109,8 @@ class Simulation(SimulationState):
         self.strategy = build_strategy(spec.algorithm, self.num_params, self.device)
         # Σ samples · decoded update over the round's clients, then their weighted mean.
         self.update_sum = torch.zeros(self.num_params, device=self.device)
-        # Or, for a strategy that needs every update, the round's decoded updates (one buffer, once).
-        self.collected = (
-            Collected.for_spec(spec, self.num_params, self.device) if needs_updates(spec.algorithm.name) else None
-        )
+        # How the round's updates reach the strategy (and, for a whole-cohort one, its rows).
+        self.server_round = server_step(spec, self.strategy, self.num_params, self.device)
         self.child_peak_rss_mb: float | None = None  # after an isolated round: the child's peaks
         self.child_peak_vram_mb: float | None = None
         # Times each client was sampled: one counter per client, so memory does not grow with rounds.
@@ -239,19 +237,13 @@ class Simulation(SimulationState):
 
     def _step_server(self, cohort: Cohort, stats: dict[str, torch.Tensor]) -> None:
         """The server's step with the round's updates; none when no client reported (no update)."""
-        if float(stats["weight"]) <= 0:
-            return
-        if self.collected is not None:  # a strategy that needs every update
-            n = int(stats["rows"])
-            self._fold_client(None)
-            self.strategy.step(self.global_flat, self.collected.updates[:n], self.collected.weights[:n])
-            return
-        if self.dp:
-            avg = self.dp.privatise_(self.update_sum, len(cohort.clients), self.rng)
-        else:
-            avg = divide_by_total_(self.update_sum, stats["weight"])
-        self._fold_client(avg)
-        self.strategy.step(self.global_flat, avg)
+        if float(stats["weight"]) > 0:
+            self.server_round.step(self, cohort, stats)
+
+    @property
+    def collected(self) -> Collected | None:
+        """The round's decoded updates, for a whole-cohort strategy (None: they are summed)."""
+        return self.server_round.collected if self.server_round else None
 
     def _round_evaluation(self, r: int, cohort: Cohort) -> dict:
         """Test loss and accuracy, and the per-client views, on the rounds evaluation is due."""
@@ -391,7 +383,7 @@ class Simulation(SimulationState):
         """Drop references to the data, model and buffers so their memory can be reused."""
         self.replicas = []
         self.model = None
-        self.update_sum = self.broadcast_weights = self.residuals = self.collected = None
+        self.update_sum = self.broadcast_weights = self.residuals = self.server_round = None
         self.client_states.close()
         self.client = None
         if self.device.type == "cuda":

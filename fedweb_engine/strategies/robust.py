@@ -25,7 +25,7 @@ from torch import Tensor
 from fedweb_engine.components import registry
 from fedweb_engine.components.registry import option
 from fedweb_engine.spec.validation import SpecError
-from fedweb_engine.strategies.fedavg import FedAvg
+from fedweb_engine.strategies.state_buffers import StrategyState
 
 # Scratch per column block: a sorted copy (fp32) and its indices (int64) of n × (BLOCK / n) entries.
 BLOCK_ELEMENTS = 1 << 22
@@ -109,20 +109,21 @@ def _by_column_blocks(updates: Tensor, reduce: Callable[[Tensor], Tensor]) -> Te
 # -- the strategies ------------------------------------------------------------------------------
 
 
-class RobustStrategy(FedAvg):
+class RobustStrategy(StrategyState):
     """Base of the strategies that aggregate every update themselves: w ← w + η_s · agg(updates).
 
-    Subclassing FedAvg gives the checkpoint round trip (these keep no state between rounds).
+    A :class:`~fedweb_engine.components.contracts.CohortStrategy` (registered with
+    ``needs_updates=True``); these keep no state between rounds.
     """
 
-    needs_updates = True
     Options: type = registry.NoOptions
 
     def __init__(self, *, num_params: int, device: torch.device | str, lr: float = 1.0, options=None):
-        super().__init__(num_params=num_params, device=device, lr=lr)
-        self.options = self.Options() if options is None else options
+        super().__init__(
+            num_params=num_params, device=device, lr=lr, options=self.Options() if options is None else options
+        )
 
-    def step(self, global_flat: Tensor, updates: Tensor, weights: Tensor) -> None:  # type: ignore[override]
+    def step(self, global_flat: Tensor, updates: Tensor, weights: Tensor) -> None:
         """``updates`` ``[n, P]``: the decoded update of each aggregated client; ``weights`` (their
         sample counts) are ignored on purpose (module docstring)."""
         global_flat.add_(self.aggregate(updates).to(global_flat.device), alpha=self.lr)
