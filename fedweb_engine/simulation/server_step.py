@@ -10,19 +10,15 @@ itself never asks.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
 from fedweb_engine.components import registry
 from fedweb_engine.components.contracts import CohortStrategy, StreamingStrategy, strategy_protocol
+from fedweb_engine.simulation.algorithm_share import SimulationState as Simulation  # the runner's, as the steps see it
 from fedweb_engine.spec.schema import Spec
 from fedweb_engine.strategies.aggregate import divide_by_total_
 from fedweb_engine.training.dispatch import Collected
 from fedweb_engine.training.plan import Cohort
-
-if TYPE_CHECKING:
-    from fedweb_engine.simulation.runner import Simulation
 
 
 class StreamingStep:
