@@ -1,6 +1,7 @@
 """Client algorithms (``algorithm.client``): the extension point and the built-ins.
 
-The built-ins register exactly as a plugin does, with ``@registry.algorithm``; the base class and
+The built-ins are registered with ``registry.algorithm``, as a plugin's are, by the catalogue of
+built-ins (``fedweb_engine.components.builtins``, which names them without importing torch); the base class and
 the hook contract are in :mod:`fedweb_engine.algorithms.base`.
 """
 

@@ -24,7 +24,12 @@ if TYPE_CHECKING:
     from torch import Tensor
 
 
-class ContractError(ValueError):
+class RegistryError(ValueError):
+    """A registration that cannot be accepted (a duplicate name, options that are not a frozen
+    dataclass, a contract not kept); :mod:`~fedweb_engine.components.registry` re-exports it."""
+
+
+class ContractError(RegistryError):
     """A component that does not fit its kind's contract (the message names the plugin and the method)."""
 
 
@@ -132,11 +137,18 @@ def check_factory(who: str, factory: Callable, kind: str, traits: Mapping[str, A
     terms = contract(kind, traits)
     _check_call(f"{who}: its factory {_name(factory)}", factory, terms.args, terms.keywords)
     describe = traits.get("describe")
-    if kind == "dataset" and describe is not None:
-        _check_call(f"{who}: describe {_name(describe)}", describe, terms.args[:1] + terms.args[2:], ())
+    if kind == "dataset" and callable(describe):  # a reference is checked when it is imported
+        check_describe(who, describe, traits)
     product = _declared_product(factory)
     if terms.product is not None and product is not None:
         check_methods(who, product, terms.product)
+
+
+def check_describe(who: str, describe: Callable, traits: Mapping[str, Any]) -> None:
+    """A dataset's ``describe`` takes its options (and the context, like the loader, with ``context=True``)."""
+    _check_call(
+        f"{who}: describe {_name(describe)}", describe, ("options", "context")[: 1 + bool(traits.get("context"))], ()
+    )
 
 
 def check_built(who: str, built: Any, kind: str, traits: Mapping[str, Any]) -> None:

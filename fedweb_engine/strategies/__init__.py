@@ -21,7 +21,7 @@ from fedweb_engine.components.contracts import CohortStrategy, StreamingStrategy
 from fedweb_engine.spec.schema import AlgorithmSpec
 from fedweb_engine.strategies.aggregate import accumulate_, divide_by_total_, weighted_average
 
-# In the order the form lists them (each module registers its strategy on import).
+# The strategy classes, re-exported (the catalogue of built-ins registers their factories).
 from fedweb_engine.strategies.fedavg import FedAvg  # isort: skip
 from fedweb_engine.strategies.fedavgm import FedAvgM  # isort: skip
 from fedweb_engine.strategies.fedprox import FedProx  # isort: skip

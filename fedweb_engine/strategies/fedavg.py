@@ -9,7 +9,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from fedweb_engine.components import registry
 from fedweb_engine.strategies.state_buffers import StrategyState
 
 
@@ -26,7 +25,6 @@ class FedAvg(StrategyState):
         global_flat.add_(avg_update, alpha=self.lr)
 
 
-@registry.strategy("fedavg")
 def fedavg(*, num_params: int, device: torch.device | str, lr: float, options) -> FedAvg:
     """FedAvg: server SGD on the clients' weighted-average update."""
     return FedAvg(num_params=num_params, device=device, lr=lr)

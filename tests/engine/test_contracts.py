@@ -55,7 +55,7 @@ def test_a_streaming_strategy_whose_step_takes_every_update_stops_start_up_namin
     with pytest.raises(PluginError) as raised:
         plugin("contract_bad_step", body)
     message = str(raised.value)
-    assert "module 'contract_bad_step' failed to import: RegistryError: plugin 'contract_bad_step'" in message
+    assert "module 'contract_bad_step' failed to import: ContractError: plugin 'contract_bad_step'" in message
     assert "strategy 'contract_median': method Median.step(self, global_flat, updates, weights)" in message
     assert "does not fit StreamingStrategy.step(global_flat, avg_update)" in message
     assert "contract_median" not in registry.names("strategy")  # nothing half-registered

@@ -67,7 +67,7 @@ def test_the_web_process_stops_at_start_up_naming_a_plugin_whose_strategy_step_h
     )
     done = _run([PY, "manage.py", "check"], _env(FEDWEB_PLUGINS="fedweb_wrong_step", PYTHONPATH=str(tmp_path)))
     assert done.returncode != 0
-    assert "module 'fedweb_wrong_step' failed to import: RegistryError: plugin 'fedweb_wrong_step'" in done.stderr
+    assert "module 'fedweb_wrong_step' failed to import: ContractError: plugin 'fedweb_wrong_step'" in done.stderr
     assert (
         "method WrongStep.step(self, global_flat, updates, weights) does not fit StreamingStrategy.step(" in done.stderr
     )
