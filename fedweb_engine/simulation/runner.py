@@ -26,6 +26,7 @@ from fedweb_engine.isolation.parent import train_in_child
 from fedweb_engine.models import build_model
 from fedweb_engine.privacy.mechanism import GaussianMechanism
 from fedweb_engine.probes import memory as probes
+from fedweb_engine.progress_bar import ProgressBar
 from fedweb_engine.results.round_result import (
     Counts,
     Memory,
@@ -284,15 +285,18 @@ class Simulation(SimulationState):
             return {}
         return self.dp.round_fields(stats, clip_norm, len(cohort.clients), float(stats["weight"]), self.rng)
 
-    def run(self, rounds: int | None = None) -> list[RoundResult]:
-        """Run up to ``rounds`` more rounds (default: to the end); stop early when a callback says so."""
-        results = []
+    def run(self, rounds: int | None = None, *, progress: bool = True) -> list[RoundResult]:
+        """Run up to ``rounds`` more rounds (default: to the end) and return their results; stop
+        early when a callback says so. ``progress`` shows a bar (round, loss, accuracy, ETA; a
+        widget in a notebook, else on stderr)."""
+        results: list[RoundResult] = []
         target = self.spec.rounds if rounds is None else min(self.spec.rounds, self.round + rounds)
-        while self.round < target:
-            result = self.next_round()
-            results.append(result)
-            if any(cb(result) for cb in self.callbacks):
-                break
+        with ProgressBar(self.spec.rounds, initial=self.round, enabled=progress, notebook=True) as bar:
+            while self.round < target:
+                results.append(self.next_round())
+                bar.update(results[-1])
+                if any(cb(results[-1]) for cb in self.callbacks):
+                    break
         return results
 
     def _broadcast(self, into: torch.Tensor | None = None) -> int:
@@ -337,16 +341,9 @@ class Simulation(SimulationState):
         )
         if spec.compute.isolation == "process":
             stats, self.child_peak_rss_mb, self.child_peak_vram_mb = train_in_child(
-                spec,
-                self.replicas,
-                plans,
-                self.broadcast_weights,
-                self.residuals,
-                self.update_sum,
-                vectorised=self.vectorised,
-                clip_norm=clip_norm,
-                collect=self.collected,
-            )
+                spec, self.replicas, plans, self.broadcast_weights, self.residuals, self.update_sum,
+                vectorised=self.vectorised, clip_norm=clip_norm, collect=self.collected,
+            )  # fmt: skip
             return stats
         return train_plans(
             self.replicas, plans, self.broadcast_weights, self.uplink, self.residuals, self.update_sum, clip_norm,
