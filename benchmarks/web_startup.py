@@ -156,6 +156,7 @@ def run(opts: Options) -> dict[str, Any]:
                 runs[name].append(_run(tree, db, session, token))
     medians = {name: _medians(r) for name, r in runs.items()}
     record: dict[str, Any] = {
+        "device": "cpu (web processes)",
         "cpu_model": _cpu_model(),
         "cpus": os.cpu_count(),
         "commits": {name: _commit(tree) for name, tree in trees.items()},
