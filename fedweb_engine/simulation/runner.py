@@ -215,7 +215,7 @@ class Simulation(SimulationState):
         self._commit_client_state(r)
         synchronize(self.devices)
         train_seconds = time.perf_counter() - t_train
-        evaluation = self._round_evaluation(r, cohort) if evaluate else {}
+        evaluation = self._round_evaluation(r, cohort, evaluate)
         self.client_states.commit(r)  # the rows the cohort scattered become round r's
         self.round = r
         memory = self._memory()
@@ -226,7 +226,7 @@ class Simulation(SimulationState):
             timing,
             memory,
             self._training_losses(stats),
-            {"test_loss": None, "test_accuracy": None, **evaluation},
+            evaluation,
             self._privacy(stats, clip_norm, cohort),  # adapts the clip norm: after everything that reads it
             {
                 "participation_histogram": participation_histogram(self.participation.numpy()),
@@ -246,10 +246,10 @@ class Simulation(SimulationState):
         """The round's decoded updates, for a whole-cohort strategy (None: they are summed)."""
         return self.server_round.collected if self.server_round else None
 
-    def _round_evaluation(self, r: int, cohort: Cohort) -> dict:
+    def _round_evaluation(self, r: int, cohort: Cohort, evaluate: bool) -> dict:
         """Test loss and accuracy, and the per-client views, on the rounds evaluation is due."""
-        if not (r % self.spec.evaluation.every == 0 or r == self.spec.rounds):
-            return {}
+        if not evaluate or not (r % self.spec.evaluation.every == 0 or r == self.spec.rounds):
+            return {"test_loss": None, "test_accuracy": None}
         test_loss, test_accuracy = self.evaluate()
         clients = client_evaluation(self.model, self.replicas[0].data, self._evaluated(cohort), self.spec)
         personal = self._personal_evaluation(cohort)  # Ditto: each client's own model too
