@@ -6,8 +6,9 @@ built: the global model as one flat vector on the device, client-weight buffers 
 and one NumPy generator that draws every random choice. A round then only reuses those buffers.
 
 This file is the loop and the state it carries; the parts live by concern beside it: planning
-(``plan.py``), client training on each device (``training.py``), evaluation (``evaluation.py``),
-the server step (``strategies/``) and checkpoint files (``checkpoint.py``).
+(``training/plan.py``), client training on each device (``training/dispatch.py``), evaluation
+(``training/evaluation.py``), the server step (``server_step.py``, ``strategies/``) and checkpoint
+files (``state/checkpoint.py``).
 """
 
 from __future__ import annotations
