@@ -28,6 +28,7 @@ from benchmarks import (
     recovery,
     round_state,
     scheduling,
+    search,
     socket_close,
     tff_accelerators,
     viewers,
@@ -54,13 +55,14 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "ingest_live": ingest_live.run,
     "e2e_overhead": e2e_overhead.run,
     "algorithms": algorithms.run,
+    "search": search.run,
     "web_startup": web_startup.run,
 }
-# Left out of `all`: they need a Redis and start worker or daphne processes, or (client_log, algorithms)
-# time no engine, or (client_state) write and read tens of GB of per-client rows over minutes.
+# Left out of `all`: they need a Redis and start worker or daphne processes, or (client_log, algorithms,
+# search) time no engine, or (client_state) write and read tens of GB of per-client rows over minutes.
 NOT_IN_ALL = {
     "distributed", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead", "client_state", "ingest_live",
-    "algorithms", "web_startup",
+    "algorithms", "search", "web_startup",
 }  # fmt: skip
 
 

@@ -12,6 +12,7 @@ from fedweb.env import (
     env_bool,
     env_bytes,
     env_choices,
+    env_devices,
     env_int,
     env_list,
     env_listen_address,
@@ -72,7 +73,7 @@ FEDWEB_FAIR_HALF_LIFE = env_int("FEDWEB_FAIR_HALF_LIFE", 4 * 3600, min_value=1)
 # first) and each collective may wait (unset: 4x the last round's slowest training, 30 s at least,
 # 120 s before any round), the address other machines reach this worker's ranks on (empty: the host
 # name's), and how long a worker recruited into another's group waits for its next round.
-FEDWEB_WORKER_DEVICES = env_list("FEDWEB_WORKER_DEVICES", [])
+FEDWEB_WORKER_DEVICES = env_devices("FEDWEB_WORKER_DEVICES")
 FEDWEB_MAX_RANKS = env_int("FEDWEB_MAX_RANKS", 8, min_value=1)
 FEDWEB_RANK_JOIN_TIMEOUT = env_int("FEDWEB_RANK_JOIN_TIMEOUT", 120, min_value=1)
 FEDWEB_RANK_TIMEOUT = env_int("FEDWEB_RANK_TIMEOUT", 0, min_value=0) or None

@@ -31,11 +31,11 @@ from orchestrator.experiments.states import ACTIVE, FINISHED, Kind, Status, Visi
 from orchestrator.external.models import CustomMetric, ExternalRun, MlflowExperiment, MlflowRun
 from orchestrator.fleet.gangs import Gang
 from orchestrator.fleet.workers import Worker, pick_queue
-from orchestrator.sweeps.models import Sweep
+from orchestrator.sweeps.models import Sweep, Trial
 
 __all__ = [
     "ACTIVE", "FINISHED", "Checkpoint", "check_team_visibility", "CustomMetric", "Experiment", "ExternalRun", "Kind",
-    "Gang", "LogEntry", "MlflowExperiment", "MlflowRun", "RoundMetric", "Status", "Visibility", "Worker", "Sweep", "checkpoint_folder",
+    "Gang", "LogEntry", "MlflowExperiment", "MlflowRun", "RoundMetric", "Status", "Visibility", "Worker", "Sweep", "Trial", "checkpoint_folder",
 ]  # fmt: skip
 
 
@@ -68,6 +68,8 @@ class Experiment(models.Model):
     tags = models.JSONField(default=list, blank=True)
     # The sweep it is one run of; deleting the sweep deletes its runs.
     sweep = models.ForeignKey(Sweep, models.CASCADE, null=True, blank=True, related_name="experiments")
+    # The configuration of a search it is one seed of (orchestrator.sweeps.search).
+    trial = models.ForeignKey(Trial, models.SET_NULL, null=True, blank=True, related_name="runs")
     spec = models.JSONField(validators=[validate_spec])
     # The plugin components the spec uses, as created: [{"kind", "name", "plugin", "version", "hash"}].
     # Its rounds run only on workers with that same plugin source (orchestrator.fleet.scheduling).
@@ -219,11 +221,14 @@ class Experiment(models.Model):
         self._status_changed()
         return True
 
-    def resume(self, *, by: str = "") -> bool:
+    def resume(self, *, by: str = "", keep_place: bool = False) -> bool:
+        """Queue a paused run again: at the back of its queue, or, with ``keep_place`` (a search that
+        held it at a rung: no one's decision to leave), where it was before."""
         if self.kind == Kind.EXTERNAL:  # its rounds are reported, never scheduled
             return False
         now = timezone.now()
-        if not self._transition([Status.PAUSED], status=Status.QUEUED, queued_at=now, ready_since=now):
+        place = {} if keep_place else {"queued_at": now}
+        if not self._transition([Status.PAUSED], status=Status.QUEUED, ready_since=now, **place):
             return False
         self.log("info", f"Resumed at round {self.current_round + 1}" + (f" by {by}" if by else ""))
         self._status_changed()

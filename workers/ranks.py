@@ -60,14 +60,36 @@ class RankHold:
 
 
 def wanted_ranks(sim: Simulation) -> int:
-    """The ranks the spec asks for (``auto``: FEDWEB_MAX_RANKS, as many as are free)."""
-    return sim.spec.compute.ranks or settings.FEDWEB_MAX_RANKS
+    """The ranks the spec asks for (``auto``: FEDWEB_MAX_RANKS, as many as are free; ``cuda:all`` with
+    the default one rank: one per GPU of this worker)."""
+    compute = sim.spec.compute
+    if compute.ranks == 1 and compute.device == "cuda:all":
+        return max(1, len(local_devices(sim.spec)))
+    return compute.ranks or settings.FEDWEB_MAX_RANKS
+
+
+def local_devices(spec) -> list[torch.device]:
+    """This worker's own devices for a run, one rank each: FEDWEB_WORKER_DEVICES (all on the CPU for a
+    spec that asks for the CPU), else every GPU for ``cuda:all``; empty: one rank, on the spec's device."""
+    configured = settings.FEDWEB_WORKER_DEVICES
+    if configured:
+        return [torch.device("cpu" if spec.compute.device == "cpu" else d) for d in configured]
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if spec.compute.device == "cuda:all" and gpus > 1:
+        return [torch.device(f"cuda:{k}") for k in range(gpus)]
+    return []
+
+
+def rank0_device(spec) -> str | None:
+    """Where a worker builds its simulation (rank 0, or the one rank): its first own device, if any."""
+    devices = local_devices(spec)
+    return str(devices[0]) if devices else None
 
 
 def open_hold(experiment: Experiment, sim: Simulation, worker: str, log_line: LogLine) -> RankHold | None:
     """Ranks for ``sim``'s next round, formed and holding the simulation at its round; None: one rank."""
     want = wanted_ranks(sim)
-    devices = [torch.device(d) for d in settings.FEDWEB_WORKER_DEVICES]
+    devices = local_devices(sim.spec)
     if len(devices) >= 2:
         hold, members = local_hold(
             devices[: min(want, len(devices))], label=worker, data_root=str(datasets_root()),
@@ -151,7 +173,8 @@ def serve_rank(experiment_id: int, gang_id: int, rank: int, size: int, address: 
         store = dist.TCPStore(host, int(port), size, False, timeout=_seconds(settings.FEDWEB_RANK_JOIN_TIMEOUT))
         why = serve(
             store, rank, size, device=device, label=f"{worker} {device}", idle_timeout=settings.FEDWEB_GANG_IDLE,
-            data_root=str(datasets_root()), on_round_start=lambda r: faults.crash_point("rank-round", r),
+            data_root=str(datasets_root()), address=settings.FEDWEB_RANK_ADDRESS or None,
+            on_round_start=lambda r: faults.crash_point("rank-round", r),
         )  # fmt: skip
     except (RankFailure, dist.DistStoreError, ConnectionError, RuntimeError) as e:
         why = f"failed: {e}"
@@ -162,11 +185,13 @@ def serve_rank(experiment_id: int, gang_id: int, rank: int, size: int, address: 
 
 
 def member_device(experiment: Experiment) -> torch.device:
-    """A recruited worker's rank runs on its first device (FEDWEB_WORKER_DEVICES), else on the one
+    """A recruited worker's rank runs on its first own device (FEDWEB_WORKER_DEVICES), else on the one
     the spec asks for (CUDA when ``auto`` and there is a GPU)."""
-    if settings.FEDWEB_WORKER_DEVICES:
-        return torch.device(settings.FEDWEB_WORKER_DEVICES[0])
-    device = experiment.parsed_spec().compute.device
+    spec = experiment.parsed_spec()
+    first = rank0_device(spec)
+    if first is not None:
+        return torch.device(first)
+    device = spec.compute.device
     if device == "cpu" or not torch.cuda.is_available():
         return torch.device("cpu")
     return torch.device("cuda:0" if device in ("auto", "cuda", "cuda:all") else device)

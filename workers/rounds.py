@@ -15,6 +15,7 @@ from fedweb_engine.components.registry import installed_plugins
 from orchestrator.fleet.scheduling import release, schedule
 from orchestrator.live import events
 from orchestrator.models import ACTIVE, Experiment, RoundMetric, Worker
+from orchestrator.sweeps import search
 from workers import faults, progress, runtime
 
 log = logging.getLogger(__name__)
@@ -124,12 +125,17 @@ def finish_round(experiment, round_number: int, metrics: dict):
         return None  # a racing delivery (or conclusion) of the same round recorded it first
     faults.crash_point("after-record", round_number)
     events.publish_round(experiment.pk, {**metrics, "worker": experiment.worker})  # as RoundMetric.record has it
-    if experiment.current_round >= experiment.total_rounds:
+    done = experiment.current_round >= experiment.total_rounds
+    if done:
         runtime.forget(experiment.pk)
         experiment.complete()
+    # A search decides at this boundary: it may hold the run at a rung (paused) for its other seeds.
+    held = search.reported(experiment) if experiment.trial_id is not None else False
+    if done:
         return None
     if experiment.status not in ACTIVE:
-        runtime.forget(experiment.pk)  # paused or cancelled at this boundary: free the memory
+        if not held:  # one held at a rung stays in the bounded cache: it goes on soon, without a reload
+            runtime.forget(experiment.pk)  # paused or cancelled at this boundary: free the memory
         events.publish_status(experiment)
         return None
     return experiment

@@ -113,6 +113,8 @@ def _simulation_for(
         entry.close()  # after an out-of-memory error: new trainers, from the published state
         entry = None
     if entry is None or entry.sim.round != want:
+        if entry is not None:
+            entry.release_ranks()  # they hold the simulation at its old round: a new hold forms if asked
         entry = _switch(experiment, want, entry, log_line, group_size or experiment.client_group_size)
     _cache[experiment.pk] = entry
     while len(_cache) > CACHE_SIZE:
@@ -164,8 +166,9 @@ def _build(experiment: Experiment, spec: Spec, log_line: LogLine, group_size: in
     # Built at the group size it will run with: never at the full size first (after an OOM). The
     # per-client state lives with the experiment's files, where every worker finds it.
     sim = Simulation(
-        spec, data_root=datasets_root(), client_group_size=group_size, client_state_dir=client_state_folder(experiment)
-    )
+        spec, device=ranks.rank0_device(spec), data_root=datasets_root(), client_group_size=group_size,
+        client_state_dir=client_state_folder(experiment),
+    )  # fmt: skip
     for note in sim.notes:  # e.g. a plugin model that trains sequentially, and why
         log_line("warning", note)
     return _Entry(sim, sim.spec.compute.client_group_size)

@@ -12,6 +12,7 @@ timeout each collective waits with (:meth:`RankGroup.set_timeout`), so no rank w
 from __future__ import annotations
 
 import datetime
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -51,6 +52,9 @@ class RankGroup:
         delta = datetime.timedelta(seconds=timeout)
         try:
             if backend == "nccl":
+                # A timed-out NCCL collective raises in the waiting thread (blocking wait) instead of the
+                # watchdog tearing the whole process down: a worker outlives a dead rank.
+                os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")
                 opts = dist.ProcessGroupNCCL.Options()
                 opts._timeout = delta
                 torch.cuda.set_device(device)

@@ -57,7 +57,7 @@ class Hold:
     store: dist.TCPStore
     size: int
     label: str  # rank 0's worker and device
-    address: str | None = None  # the interface Gloo binds (None: the host name's address)
+    address: str | None = None  # the interface rank 0's connections bind (None: the host name's address)
     join_timeout: float = 120.0
     timeout_setting: float | None = None  # seconds; None: collective_timeout's rule
     dead: Callable[[], list[int]] = lambda: []
@@ -75,7 +75,7 @@ class Hold:
         name = f"group-{uuid.uuid4().hex[:12]}/"
         seq = self._command(
             op="open", spec=sim.spec.to_dict(), state=state_path, round=sim.round, group=name,
-            join_timeout=self.join_timeout, address=self.address,
+            join_timeout=self.join_timeout,
         )  # fmt: skip
         self._wait_for([f"ready/{seq}/{k}" for k in range(1, self.size)], self.join_timeout, "build its simulation")
         self.open_seconds = time.perf_counter() - started

@@ -37,12 +37,15 @@ def rank_devices(device: str, size: int) -> list[torch.device]:
 
 
 def ranks_for(spec) -> int:
-    """The ranks a run on this machine uses: ``compute.ranks``, or for ``auto`` (0) one per GPU (one
-    rank on a CPU, whose cores one process already uses)."""
+    """The ranks a run on this machine uses: ``compute.ranks``; for ``auto`` (0) one per GPU (one rank
+    on a CPU, whose cores one process already uses); ``compute.device: cuda:all`` with the default one
+    rank means one rank per GPU (each GPU its own process, NCCL between them)."""
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if spec.compute.ranks == 1 and spec.compute.device == "cuda:all":
+        return max(1, gpus)
     if spec.compute.ranks:
         return spec.compute.ranks
-    on_gpu = spec.compute.device != "cpu" and torch.cuda.is_available()
-    return max(1, torch.cuda.device_count()) if on_gpu else 1
+    return max(1, gpus) if spec.compute.device != "cpu" and gpus else 1
 
 
 def threads_per_rank(devices: list[torch.device]) -> int:
@@ -64,7 +67,7 @@ class LocalMembers:
             command = [
                 sys.executable, "-m", MODULE, "--store", f"127.0.0.1:{port}", "--rank", str(rank),
                 "--size", str(len(devices)), "--device", str(devices[rank]), "--threads", str(threads),
-                "--label", f"{label} {devices[rank]}",
+                "--label", f"{label} {devices[rank]}", "--address", "127.0.0.1",
             ] + (["--data-root", data_root] if data_root else [])  # fmt: skip
             env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
             members.processes[rank] = subprocess.Popen(command, env=env, preexec_fn=_die_with_parent)

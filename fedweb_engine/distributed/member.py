@@ -80,10 +80,12 @@ def serve(
     label: str,
     idle_timeout: float | None = None,
     data_root: str | None = None,
+    address: str | None = None,
     on_round_start: Callable[[int], None] | None = None,
 ) -> str:
     """Serve as rank ``rank`` until closed; returns why it stopped ("closed", "idle", "leader gone").
-    Raises :class:`RankFailure` when the group fails (the error is written for rank 0 first)."""
+    ``address``: the interface this rank's connections bind (None: its host name's address). Raises
+    :class:`RankFailure` when the group fails (the error is written for rank 0 first)."""
     sim: Simulation | None = None
     group: RankGroup | None = None
     seq = 0
@@ -101,7 +103,7 @@ def serve(
                 store.set(f"ready/{seq}/{rank}", "ok")
                 group = RankGroup.join(
                     dist.PrefixStore(command["group"], store), rank, size, device=device,
-                    timeout=command["join_timeout"], address=command.get("address"),
+                    timeout=command["join_timeout"], address=address,
                 )  # fmt: skip
             elif command["op"] == "round":
                 if sim is None or group is None or sim.round != command["round"] - 1:
@@ -177,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--label", default="")
     parser.add_argument("--data-root", default=None)
+    parser.add_argument("--address", default=None, help="the interface this rank binds (default: the host name's)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -186,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     label = args.label or f"{os.uname().nodename} {device}"
     try:
         serve(
-            store, args.rank, args.size, device=device, label=label, data_root=args.data_root,
+            store, args.rank, args.size, device=device, label=label, data_root=args.data_root, address=args.address,
             on_round_start=_crash_hook(args.rank),
         )  # fmt: skip
     except RankFailure as e:

@@ -81,6 +81,7 @@ class Column:
     digits: int | None = None  # decimals; None shows the value as it is
     scale: float = 1.0  # the value is divided by this (bytes -> MB)
     rank: int = 0  # columns are in (rank, declaration) order
+    when: str = ""  # shown only for runs that record this field (e.g. "ranks": distributed runs)
 
 
 # How a summary folds a run's rounds into one number (each over the rounds where its value is not null).
@@ -264,11 +265,13 @@ FIELDS: tuple[Field, ...] = (
     # A distributed round (compute.ranks > 1): the group that ran it, each rank's training time, and
     # the all-reduce of the round's sums (timed after a barrier, so the ranks' skew is not in it).
     Field("ranks", int, "ranks of the torch.distributed group that ran the round (None: one process)", null=True,
-          column=Column("Ranks", rank=3)),
-    Field("rank_devices", list[str], "each rank's worker and device, rank 0 first", null=True),
-    Field("rank_train_seconds", list[float], "each rank's seconds of training, rank 0 first", "s", null=True),
+          column=Column("Ranks", rank=4, when="ranks")),
+    Field("rank_devices", list[str], "each rank's worker and device, rank 0 first", null=True,
+          column=Column("Rank devices", rank=4, when="ranks")),
+    Field("rank_train_seconds", list[float], "each rank's seconds of training, rank 0 first", "s", null=True,
+          column=Column("Rank train s", 2, rank=4, when="ranks")),
     Field("allreduce_seconds", float, "seconds of the round's all-reduce of its sums", "s", null=True,
-          column=Column("All-reduce s", 3, rank=3)),
+          column=Column("All-reduce s", 3, rank=4, when="ranks")),
 )  # fmt: skip
 
 BY_NAME = {f.name: f for f in FIELDS}

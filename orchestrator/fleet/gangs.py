@@ -106,6 +106,16 @@ def busy_members(queue: str) -> list[str]:
     return [h for members in rows for h in members]
 
 
+def role_of(hostname: str, gangs: list[Gang] | None = None) -> dict | None:
+    """A worker's place in a gang, for the Workers page: its rank, the gang's size, its leader and
+    members; None when it is in none."""
+    for gang in Gang.objects.all() if gangs is None else gangs:
+        if hostname == gang.leader or hostname in gang.members:
+            rank = 0 if hostname == gang.leader else gang.members.index(hostname) + 1
+            return {"rank": rank, "ranks": gang.ranks, "leader": gang.leader, "members": gang.members}
+    return None
+
+
 def reconcile() -> int:
     """Remove gangs whose leader stopped answering or whose experiment is no longer active; returns
     how many. Their members leave on their own (the leader's store is gone, or it closes)."""

@@ -15,7 +15,10 @@ experiment's next round goes to the worker that ran its previous round (``Experi
 holds the experiment and its data in its caches) through that worker's own queue (``<hostname>.dq2``),
 when that worker is live, serves the queue and has a free slot; otherwise to the shared queue, where
 any worker takes it at the price of loading its state. A round sent to a worker that then died is
-released by the reconciler and sent again, as for ``pack``.
+released by the reconciler and sent again, as for ``pack``. A sweep with a worker cap
+(``Sweep.max_workers``) has at most that many rounds sent or running at once; its other ready
+rounds wait in the database, in the queue's order, and each send under the cap takes a
+compare-and-swap on the sweep's row (``candidates.take_sweep_slot``).
 
 With no live worker serving a queue, its ready rounds are sent at once (in policy order) and the
 broker holds them until a worker comes, as before policies existed; under ``pack`` they wait in
@@ -134,12 +137,33 @@ def schedule(queue: str, *, by: str = "") -> list[tuple[int, int]]:
         pack_slots=settings.FEDWEB_PACK_SLOTS,
     )
 
+    caps = candidates.sweep_rooms(experiments, now)
+
     def send(c: policies.Candidate, to: str) -> bool:
         e = by_id[c.experiment_id]
+        if e.sweep_id in caps and not candidates.take_sweep_slot(e.sweep_id, caps):
+            return False  # another scheduler sent a round of this sweep meanwhile: its pass decides
         return dispatch_round(e, e.current_round + 1, to=to)
 
-    sent = placement.place(policy, policies.order(policy, ready, view), fleet, view, send, candidates.reserve)
+    ordered = _within_sweep_caps(policies.order(policy, ready, view), by_id, caps)
+    sent = placement.place(policy, ordered, fleet, view, send, candidates.reserve)
     return [(c.experiment_id, by_id[c.experiment_id].current_round + 1) for c in sent]
+
+
+def _within_sweep_caps(ordered: list[policies.Candidate], by_id: dict, caps: dict[int, list[int]]):
+    """The ordered candidates without those past their sweep's cap (``Sweep.max_workers``): of each
+    capped sweep only its first ready rounds, as many as it may still start. A search's runs keep
+    the queue's policy and order; the cap only holds back the rest of its rounds."""
+    left = {pk: room for pk, (room, _) in caps.items()}
+    kept = []
+    for c in ordered:
+        sweep = by_id[c.experiment_id].sweep_id
+        if sweep in left:
+            if left[sweep] <= 0:
+                continue
+            left[sweep] -= 1
+        kept.append(c)
+    return kept
 
 
 def _kept_for_holder(experiments: list[Experiment], by: str, rooms: list[placement.WorkerRoom], now) -> set[int]:

@@ -14,7 +14,7 @@ from fedweb_engine.spec.schema import LocalSpec, Spec
 from fedweb_engine.training.client import sgd_update_
 from orchestrator.experiments import launch
 from orchestrator.models import Experiment, Status
-from orchestrator.sweeps.expand import create_sweep
+from orchestrator.sweeps.create import create_sweep
 from tests.accounts.world import make_world
 from tests.conftest import TINY_SPEC
 from tests.experiments.rate_walk import ROOT, RateWalk

@@ -121,6 +121,7 @@ def test_it_puts_every_declared_summary_column_and_chart_in_the_report(user):
 
     # Every optional number filled, so every chart that some field plots on has data to draw.
     filled = {f.name: 0.5 for f in round_fields.FIELDS if f.null and f.type is float}
+    filled |= {f.name: 2 for f in round_fields.FIELDS if f.null and f.type is int}  # the ranks' columns too
     experiment = make_experiment(user, spec={"rounds": 2})
     for n in (1, 2):
         RoundMetric.record(experiment, round_result(n, **filled))
