@@ -4,7 +4,7 @@ Runs one benchmark (or ``all``), writes ``benchmarks/results/<name>-<size>-<devi
 (``$FEDWEB_BENCH_RESULTS`` overrides the folder) and prints a table row per benchmark. ``recovery``,
 ``socket_close``, ``viewers``, ``ingest_live``, ``e2e_overhead`` and ``scheduling --real`` start real processes on
 the Redis at ``$REDIS_URL``; ``all`` leaves those out, ``distributed`` (minutes of fresh processes), ``client_log``
-(which times no engine) and ``client_state`` (minutes of disk I/O).
+(which times no engine), ``client_state`` (minutes of disk I/O) and ``web_startup`` (fresh web processes).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from benchmarks import (
     tff_accelerators,
     viewers,
     vs_plain,
+    web_startup,
 )
 from benchmarks.common import TABLE_HEADER, Options, table_row, write_result
 
@@ -55,12 +56,13 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "e2e_overhead": e2e_overhead.run,
     "algorithms": algorithms.run,
     "search": search.run,
+    "web_startup": web_startup.run,
 }
 # Left out of `all`: they need a Redis and start worker or daphne processes, or (client_log, algorithms,
 # search) time no engine, or (client_state) write and read tens of GB of per-client rows over minutes.
 NOT_IN_ALL = {
     "distributed", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead", "client_state", "ingest_live",
-    "algorithms", "search",
+    "algorithms", "search", "web_startup",
 }  # fmt: skip
 
 

@@ -56,10 +56,12 @@ application = ProtocolTypeRouter(
     }
 )
 
-# What the imports made lives as long as the process (Django, DRF, and torch with the engine's round
-# fields: ~250,000 objects): out of the collector's sight, so a full collection does not walk them.
-# One walked ~300,000 objects in ~0.3 s on the loaded 2-core VM: a pause for every request and socket
-# of the process, about once per 600 reports, as long as the p99 the ingestion benchmark aims for
-# (python -m benchmarks ingest_live).
+# What the imports made lives as long as the process (Django, DRF, Channels and the engine's spec,
+# registry and round fields, ~110,000 objects; torch is not among them: the engine's estimates run in
+# a helper process, fedweb_engine/estimates/helper.py): out of the collector's sight, so a full
+# collection does not walk them. Its pause grows with what it walks (~0.3 s for ~300,000 objects on the
+# loaded 2-core VM), a pause for every request and socket of the process, about once per 600 reports,
+# against the p99 the ingestion benchmark aims for (python -m benchmarks ingest_live); what start-up
+# leaves is measured by python -m benchmarks web_startup.
 gc.collect()
 gc.freeze()

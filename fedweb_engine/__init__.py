@@ -4,11 +4,13 @@ Public API::
 
     from fedweb_engine import Spec, Simulation, RoundResult
     sim = Simulation(Spec.from_dict({...}))
-    result = sim.next_round()          # one RoundResult
+    results = sim.run()                # every round, with a progress bar; or sim.next_round(): one
     sim.save_checkpoint(path)         # safetensors + JSON metadata, no pickle
     sim = Simulation.from_checkpoint(path)
 
-Run ``python -m fedweb_engine --help`` for the command line.
+Run ``python -m fedweb_engine --help`` for the command line. ``pip install ./fedweb_engine`` installs
+this package alone (docs/engine.md). Importing it, the spec and the registry loads no torch;
+``Simulation`` does.
 """
 
 from fedweb_engine.results.round_result import ROUND_RESULT_FIELDS, RoundResult

@@ -1,21 +1,25 @@
-"""A terminal progress bar for runs: round r/R, loss, accuracy and ETA on stderr."""
+"""A progress bar for runs: round r/R, loss, accuracy and ETA on stderr (tqdm's widget in a notebook)."""
 
 from __future__ import annotations
 
 import sys
 
 from tqdm import tqdm
+from tqdm.auto import tqdm as auto_tqdm
 
 from fedweb_engine.results.round_result import RoundResult
 
 # tqdm's monitor thread would add a thread mid-run and make the per-round thread count look
 # like it grows; the bar refreshes on every update anyway.
-tqdm.monitor_interval = 0
+tqdm.monitor_interval = auto_tqdm.monitor_interval = 0
 
 
 class ProgressBar:
-    def __init__(self, total: int, *, initial: int = 0, label: str = "", enabled: bool = True):
-        self.bar = tqdm(
+    """Round r/R with the last loss, accuracy and cohort; ``notebook`` picks tqdm's widget in Jupyter."""
+
+    def __init__(self, total: int, *, initial: int = 0, label: str = "", enabled: bool = True, notebook: bool = False):
+        bar = auto_tqdm if notebook else tqdm
+        self.bar = bar(
             total=total,
             initial=initial,
             desc=label,

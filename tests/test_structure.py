@@ -40,6 +40,10 @@ FACES: dict[str, tuple[set[str], str]] = {
         {"orchestrator/external/", "orchestrator/api/external/"},
         "external runs in the domain (models, ingestion, liveness), and their API (runs, MLflow)",
     ),
+    "estimates": (
+        {"fedweb_engine/estimates/", "orchestrator/web/estimates.py"},
+        "what a spec will cost: computed by the engine (in its helper process), shown by the new-experiment page",
+    ),
     "workers": (
         {"workers/", "orchestrator/fleet/workers.py", "orchestrator/web/views/workers.py"},
         "a worker: its process (the glue), its row and queues in the fleet, and the Workers page",

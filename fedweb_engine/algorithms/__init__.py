@@ -1,6 +1,7 @@
 """Client algorithms (``algorithm.client``): the extension point and the built-ins.
 
-The built-ins register exactly as a plugin does, with ``@registry.algorithm``; the base class and
+The built-ins are registered with ``registry.algorithm``, as a plugin's are, by the catalogue of
+built-ins (``fedweb_engine.components.builtins``, which names them without importing torch); the base class and
 the hook contract are in :mod:`fedweb_engine.algorithms.base`.
 """
 
@@ -24,4 +25,4 @@ def build_algorithm(
     algorithm = component.factory(num_params=num_params, device=device, lr=lr, options=options)
     if not isinstance(algorithm, ClientAlgorithm):
         raise TypeError(f"client algorithm {name!r} must build a ClientAlgorithm, not {type(algorithm).__name__}")
-    return algorithm
+    return component.check_built(algorithm)

@@ -8,21 +8,12 @@ evaluation (``evaluation.clients``) measures the personal models on each client'
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from torch import Tensor
 
 from fedweb_engine.algorithms.base import ClientAlgorithm, GroupContext
-from fedweb_engine.components import registry
-from fedweb_engine.components.registry import option
+from fedweb_engine.components.builtin_options import DittoOptions  # noqa: F401 - its options, where they were
 
 
-@dataclass(frozen=True)
-class DittoOptions:
-    lam: float = option(0.1, "λ: how strongly each personal model is pulled to the global model.", min=0, max=1000)
-
-
-@registry.algorithm("ditto", DittoOptions)
 class Ditto(ClientAlgorithm):
     """Personal models regularised towards the global one (Ditto, λ); the global model is FedAvg's."""
 

@@ -11,22 +11,14 @@ The mean is the engine's sample-weighted one (the paper's is unweighted: equal o
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from fedweb_engine.algorithms.base import ClientAlgorithm, GroupContext
-from fedweb_engine.components import registry
-from fedweb_engine.components.registry import option
+from fedweb_engine.components.builtin_options import FedDynOptions  # noqa: F401 - its options, where they were
 
 
-@dataclass(frozen=True)
-class FedDynOptions:
-    alpha: float = option(0.01, "Regulariser weight α.", min=0, min_open=True, max=1000)
-
-
-@registry.algorithm("feddyn", FedDynOptions)
 class FedDyn(ClientAlgorithm):
     """A per-client linear term and a quadratic pull to the global model (FedDyn, α)."""
 

@@ -6,21 +6,12 @@ Its gradient adds μ·(w − w_global) at each step. Stragglers' partial work is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from torch import Tensor
 
 from fedweb_engine.algorithms.base import ClientAlgorithm, GroupContext
-from fedweb_engine.components import registry
-from fedweb_engine.components.registry import option
+from fedweb_engine.components.builtin_options import FedProxOptions  # noqa: F401 - its options, where they were
 
 
-@dataclass(frozen=True)
-class FedProxOptions:
-    mu: float = option(0.01, "Proximal term μ: pulls each client towards the model it received.", min=0, max=1000)
-
-
-@registry.algorithm("fedprox", FedProxOptions)
 class FedProxClient(ClientAlgorithm):
     """Local SGD with the proximal term μ/2·‖w − w_global‖² (FedProx)."""
 

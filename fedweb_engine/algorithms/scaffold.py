@@ -15,10 +15,8 @@ import torch
 from torch import Tensor
 
 from fedweb_engine.algorithms.base import ClientAlgorithm, GroupContext
-from fedweb_engine.components import registry
 
 
-@registry.algorithm("scaffold")
 class Scaffold(ClientAlgorithm):
     """Control variates correct each local step for the client's drift (SCAFFOLD, option II)."""
 

@@ -303,7 +303,7 @@ def make_codec(name: str, layout: list[int], options=None) -> Codec:
     component = registry.get("codec", name)
     if options is None or isinstance(options, dict):
         options = build(component.options, options or {}, bounds=True, prefix="options.")
-    return component.factory(list(layout), options)
+    return component.check_built(component.factory(list(layout), options))
 
 
 def codec_named_by(codec_id: int) -> str | None:

@@ -27,8 +27,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import ModuleType
 
-import torch
-
 from fedweb_engine.components import registry
 
 PLUGINS_ENV = "FEDWEB_PLUGINS"
@@ -58,7 +56,10 @@ def load_plugins(environ: Mapping[str, str] | None = None, *, forbid_cuda: bool 
     initialises CUDA while it is imported there would make every forked pool child fail ("Cannot
     re-initialize CUDA in forked subprocess"), so it is refused at start-up, by name, instead.
     """
-    with _cuda_forbidden() if forbid_cuda else _nothing():
+    # Only a plugin can initialise CUDA here (the built-ins are registered by name, unimported), so
+    # with none to import, torch is not imported to guard it: the web process never loads it.
+    guard = forbid_cuda and (plugin_names(environ) or entry_points())
+    with _cuda_forbidden() if guard else _nothing():
         return _load(environ)
 
 
@@ -104,6 +105,8 @@ def _cuda_forbidden() -> Iterator[None]:
             "it initialises CUDA when imported, which breaks the forked worker processes; "
             "move the CUDA work into the component's function (it runs in the worker process)"
         )
+
+    import torch  # why: guarding is only needed when there are plugins to import, which bring torch anyway
 
     saved_check = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"

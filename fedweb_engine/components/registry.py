@@ -1,49 +1,34 @@
 """The component registry: one registry per extension kind, keyed by name.
 
-FedWeb's models, datasets, server strategies and codecs are *components*. The built-ins and a
-team's plugins register the same way, with a decorator from this module::
+FedWeb's models, datasets, server strategies, codecs and client algorithms are *components*. The
+built-ins and a team's plugins register the same way, with a decorator from this module
+(``@registry.model("wide_cnn", WideOptions)`` on the factory; docs/plugins.md has examples).
 
-    from dataclasses import dataclass
-    from fedweb_engine.components import registry
-    from fedweb_engine.components.registry import option
-
-    @dataclass(frozen=True)
-    class WideOptions:
-        width: int = option(16, "Channels of the first block.", min=1, max=512)
-
-    @registry.model("wide_cnn", WideOptions)
-    def wide_cnn(input_shape, num_classes, options):
-        return MyNet(input_shape, num_classes, options.width)
-
-The contract per kind (the public API; keep these signatures):
+The decorators per kind (the public API; keep these signatures). What each factory must accept and
+what it must build are the kind's contract (:mod:`fedweb_engine.components.contracts`), checked
+when the component registers:
 
 ``model(name, options=None, *, task="classification", vmappable=None)``
-    ``fn(input_shape: tuple[int, ...], num_classes: int, options) -> torch.nn.Module`` returning
-    logits. ``task="lm"`` models take int64 tokens and pair only with ``task="lm"`` datasets.
-    ``vmappable=None`` lets the engine find out (it falls back to sequential training with the
-    reason in the experiment's log when ``torch.func.vmap`` cannot run the model).
+    ``fn(input_shape, num_classes, options) -> torch.nn.Module`` returning logits. ``task="lm"``
+    models take int64 tokens and pair only with ``task="lm"`` datasets. ``vmappable=None`` lets
+    the engine find out (sequential training, with the reason in the experiment's log).
 ``dataset(name, options=None, *, task="classification", natural=False, describe=None, context=False)``
-    ``fn(options, rng: numpy.random.Generator) -> Pool`` (``fedweb_engine.data.pool.Pool``).
-    A pool without a test set (``x_test is None``) gets ``data.test_fraction`` held out by the
-    engine. ``natural=True``: the pool carries writer ids, so ``partition: natural`` works.
-    ``describe(options) -> DatasetShape`` tells the capacity check the size without loading;
-    without it the engine loads the dataset once to find out. ``context=True`` (built-ins) calls
-    ``fn(options, rng, context)`` with a :class:`DataContext` (and ``describe(options, context)``).
+    ``fn(options, rng) -> Pool``; ``natural=True``: the pool carries writer ids. ``describe(options)
+    -> DatasetShape`` gives the capacity check the size without loading. ``context=True`` adds a
+    :class:`DataContext` argument to both.
 ``strategy(name, options=None, *, needs_updates=False, server_optimizer="sgd", moments=0)``
-    ``fn(*, num_params, device, lr, options)`` returning an object with
-    ``step(global_flat, avg_update)`` (the streaming weighted average, memory flat) or, with
-    ``needs_updates=True``, ``step(global_flat, updates, weights)`` where ``updates`` is the
-    round's ``[clients, params]`` tensor. ``state_dict()``/``load_state_dict()`` carry its
-    buffers through checkpoints (subclass ``fedweb_engine.strategies.FedAvg`` to get them).
-    ``moments`` is how many P-sized buffers it keeps (the capacity estimate counts them).
-``algorithm(name, options=None)``
-    A client algorithm (what clients do in local training, beside the server's strategy): a
-    subclass of ``fedweb_engine.algorithms.ClientAlgorithm`` (or a function returning one),
-    called as ``fn(*, num_params, device, lr, options)``. Its hooks work on the engine's flat
-    ``[G, P]`` tensors: see :mod:`fedweb_engine.algorithms.base` and docs/plugins.md.
+    ``fn(*, num_params, device, lr, options)`` building a ``StreamingStrategy`` or, with
+    ``needs_updates=True``, a ``CohortStrategy``; ``moments``: its P-sized buffers (for the capacity check).
+``algorithm(name, options=None, *, trivial=None, changes_update=None)``
+    ``fn(*, num_params, device, lr, options) -> ClientAlgorithm``. ``trivial`` (nothing but the
+    update travels or persists) and ``changes_update`` (``fold`` changes the averaged update) are
+    what the spec's checks ask of it; None: the algorithm is built once to find out.
 ``codec(name, options=None, *, codec_id)``
-    ``fn(layout: list[int], options) -> fedweb_engine.communication.codecs.Codec``; ``codec_id`` (1..255,
-    unique) is the byte that names the codec in the wire header.
+    ``fn(layout, options) -> Codec``; ``codec_id`` (1..255, unique) names the codec on the wire.
+
+Each decorator takes the factory itself or, to keep its imports out of processes that only read
+the registry, its name as ``"package.module:attribute"`` (imported the first time it is built;
+:mod:`~fedweb_engine.components.references`). A ``describe`` may be named the same way.
 
 Options are a frozen dataclass whose fields have defaults; :func:`option` attaches the same
 metadata spec fields carry (help, min/max, choices, ``path=True`` for a file under the datasets
@@ -58,7 +43,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import importlib.metadata
 import inspect
 import sys
 import threading
@@ -67,8 +51,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fedweb_engine.components import contracts, references
+from fedweb_engine.components.contracts import RegistryError
 from fedweb_engine.components.option_checks import OptionMetadataError, check_options
-from fedweb_engine.components.plugin_sources import distribution_version, hash_files
+from fedweb_engine.components.plugin_sources import (  # noqa: F401 - the registry's public names
+    note_plugin,
+    plugin_info,
+    plugin_of,
+    source_hash,
+)
 from fedweb_engine.spec import validation
 from fedweb_engine.spec.fields import spec_field
 
@@ -76,10 +67,6 @@ KINDS = ("model", "dataset", "strategy", "codec", "algorithm")
 BUILTIN_PACKAGE = "fedweb_engine"
 # Imported (once) before the registry is first read: they register the built-ins.
 _BUILTIN_MODULES = ("fedweb_engine.components.builtins",)
-
-
-class RegistryError(ValueError):
-    """A registration that cannot be accepted (a duplicate name, options that are not a frozen dataclass)."""
 
 
 class UnknownComponent(LookupError):
@@ -127,18 +114,39 @@ class DataContext:
 
 @dataclass(frozen=True)
 class Component:
-    """One registered model, dataset, strategy or codec."""
+    """One registered model, dataset, strategy, codec or client algorithm."""
 
     kind: str
     name: str
-    factory: Callable[..., Any]
+    target: Callable[..., Any] | str  # the factory, or "module:attribute" imported when first needed
     options: type
     traits: Mapping[str, Any] = field(default_factory=dict)
-    help: str = ""
+
+    @property
+    def factory(self) -> Callable[..., Any]:
+        """The factory; a reference is imported (and checked against the kind's contract) once."""
+        return self.target if callable(self.target) else _resolved(self)
+
+    @property
+    def describe(self) -> Callable[..., Any] | None:
+        """A dataset's ``describe`` (a reference imported on first use); None without one."""
+        fn = self.traits.get("describe")
+        if not references.is_reference(fn):
+            return fn
+        resolved = references.resolve(fn)
+        contracts.check_describe(self.who, resolved, self.traits)
+        return resolved
+
+    @property
+    def help(self) -> str:
+        """The first paragraph of the factory's docstring (read from source for a reference)."""
+        target = self.target
+        doc = references.docstring(target) if references.is_reference(target) else inspect.getdoc(target) or ""
+        return doc.split("\n\n")[0].replace("\n", " ")
 
     @property
     def module(self) -> str:
-        return self.factory.__module__
+        return self.target.partition(":")[0] if references.is_reference(self.target) else self.target.__module__
 
     @property
     def builtin(self) -> bool:
@@ -149,6 +157,11 @@ class Component:
         """The plugin (top-level module) that registered it; None for a built-in."""
         return None if self.builtin else plugin_of(self.module)
 
+    @property
+    def qualname(self) -> str | None:
+        target = self.target
+        return target.partition(":")[2] if references.is_reference(target) else getattr(target, "__qualname__", None)
+
     def provenance(self) -> dict[str, Any]:
         """``{"kind", "name", "plugin", "version", "hash"}``: what an experiment records of a
         plugin component it uses (version is None when the plugin is not an installed package)."""
@@ -157,6 +170,17 @@ class Component:
 
     def default_options(self) -> Any:
         return self.options()
+
+    @property
+    def who(self) -> str:
+        """How messages name it: ``built-in strategy 'fedavg'``, ``plugin 'mine': model 'wide'``."""
+        whose = "built-in" if self.builtin else f"plugin {self.plugin!r}:"
+        return f"{whose} {self.kind} {self.name!r}"
+
+    def check_built(self, built: Any) -> Any:
+        """``built`` (what the factory returned) checked against the kind's protocol; returned as is."""
+        contracts.check_built(self.who, built, self.kind, self.traits)
+        return built
 
 
 _lock = threading.RLock()
@@ -179,9 +203,15 @@ def _register(kind: str, name: str, options: type | None, traits: dict[str, Any]
     except OptionMetadataError as e:
         raise RegistryError(str(e)) from None
 
-    def decorate(factory: Callable) -> Callable:
-        doc = inspect.getdoc(factory) or ""
-        component = Component(kind, name, factory, opts, dict(traits), doc.split("\n\n")[0].replace("\n", " "))
+    def decorate(factory: Callable | str) -> Callable | str:
+        component = Component(kind, name, factory, opts, dict(traits))
+        if references.is_reference(factory):
+            try:
+                references.check_reference(factory)
+            except references.BadReference as e:
+                raise RegistryError(f"{component.who}: {e}") from None
+        else:
+            contracts.check_factory(component.who, factory, component.kind, component.traits)
         with _lock:
             existing = _registry[kind].get(name)
             if existing is not None and _same_definition(existing, component):
@@ -201,7 +231,24 @@ def _register(kind: str, name: str, options: type | None, traits: dict[str, Any]
 
 
 def _same_definition(a: Component, b: Component) -> bool:
-    return a.module == b.module and getattr(a.factory, "__qualname__", None) == getattr(b.factory, "__qualname__", None)
+    return a.module == b.module and a.qualname == b.qualname
+
+
+_resolved_factories: dict[tuple[str, str, str], Callable] = {}
+
+
+def _resolved(component: Component) -> Callable:
+    """A reference's factory: imported, checked against the kind's contract, then kept."""
+    key = (component.kind, component.name, component.target)
+    factory = _resolved_factories.get(key)
+    if factory is None:
+        try:
+            factory = references.resolve(component.target)
+        except references.BadReference as e:
+            raise RegistryError(f"{component.who}: {e}") from None
+        contracts.check_factory(component.who, factory, component.kind, component.traits)
+        _resolved_factories[key] = factory
+    return factory
 
 
 def _check_codec_id(name: str, codec_id: Any) -> None:
@@ -216,7 +263,7 @@ def _check_codec_id(name: str, codec_id: Any) -> None:
 
 
 def model(name: str, options: type | None = None, *, task: str = "classification", vmappable: bool | None = None):
-    """Register ``fn(input_shape, num_classes, options) -> nn.Module`` as model ``name``."""
+    """Register ``fn(input_shape, num_classes, options) -> nn.Module`` (or its reference) as model ``name``."""
     if task not in ("classification", "lm"):
         raise RegistryError(f"model {name!r}: task must be 'classification' or 'lm', not {task!r}")
     return _register("model", name, options, {"task": task, "vmappable": vmappable})
@@ -228,7 +275,7 @@ def dataset(
     *,
     task: str = "classification",
     natural: bool = False,
-    describe: Callable[[Any], DatasetShape] | None = None,
+    describe: Callable[[Any], DatasetShape] | str | None = None,
     context: bool = False,
 ):
     """Register ``fn(options, rng) -> Pool`` as dataset ``name``."""
@@ -248,12 +295,8 @@ def strategy(
     moments: int = 0,
 ):
     """Register ``fn(*, num_params, device, lr, options)`` (a class or a function) as strategy ``name``."""
-    return _register(
-        "strategy",
-        name,
-        options,
-        {"needs_updates": needs_updates, "server_optimizer": server_optimizer, "moments": moments},
-    )
+    traits = {"needs_updates": needs_updates, "server_optimizer": server_optimizer, "moments": moments}
+    return _register("strategy", name, options, traits)
 
 
 def codec(name: str, options: type | None = None, *, codec_id: int | None = None):
@@ -261,9 +304,11 @@ def codec(name: str, options: type | None = None, *, codec_id: int | None = None
     return _register("codec", name, options, {"codec_id": codec_id})
 
 
-def algorithm(name: str, options: type | None = None):
+def algorithm(
+    name: str, options: type | None = None, *, trivial: bool | None = None, changes_update: bool | None = None
+):
     """Register ``fn(*, num_params, device, lr, options) -> ClientAlgorithm`` as client algorithm ``name``."""
-    return _register("algorithm", name, options, {})
+    return _register("algorithm", name, options, {"trivial": trivial, "changes_update": changes_update})
 
 
 # -- reading the registry ---------------------------------------------------------------------
@@ -309,39 +354,7 @@ def unregister(kind: str, name: str) -> None:
         _registry[kind].pop(name, None)
 
 
-# -- provenance: which plugin, which version, which source ------------------------------------
-
-_loaded_plugins: dict[str, str] = {}  # top-level module -> how it was found ("FEDWEB_PLUGINS" or "entry point <dist>")
-
-
-def note_plugin(module_name: str, source: str) -> None:
-    """Called by discovery: ``module_name`` was imported as a plugin (found via ``source``)."""
-    top = module_name.split(".")[0]
-    _loaded_plugins[top] = source
-    source_hash(top)  # fixed now: the code just imported
-
-
-def plugin_of(module: str) -> str:
-    """The plugin a module belongs to: its top-level package (``my_plugin.models`` -> ``my_plugin``)."""
-    return module.split(".")[0]
-
-
-def plugin_info(plugin: str) -> dict[str, Any]:
-    """``{"version", "hash"}`` of a plugin: its distribution's version when installed as a package,
-    and a SHA-256 over its source files (every ``.py`` of the package, sorted by path)."""
-    return {"version": distribution_version(plugin), "hash": source_hash(plugin)}
-
-
-_hashes: dict[str, str | None] = {}  # plugin -> hash of its source as first read in this process
-
-
-def source_hash(plugin: str) -> str | None:
-    """The plugin's source hash as this process loaded it: computed once, when the plugin is
-    noted at import (or first asked for), so a file edited under a running worker does not make
-    it report code it is not running."""
-    if plugin not in _hashes:
-        _hashes[plugin] = hash_files(plugin)
-    return _hashes[plugin]
+# -- provenance: which plugins this process loaded (plugin_sources: which version, which source) --
 
 
 def installed_plugins() -> list[dict[str, Any]]:

@@ -11,19 +11,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fedweb_engine.components.registry import option
+from fedweb_engine.components.builtin_options import MAX_PATH_LENGTH, required_path  # noqa: F401 - used by loaders
 from fedweb_engine.spec.schema import SpecError
 
-MAX_PATH_LENGTH = 1024
 OUTSIDE = "must name a file or folder inside the server's datasets folder, relative to it (e.g. femnist/)"
-
-
-def required_path(help: str):
-    """The option of a dataset read from the user's files: a required path, relative to the datasets
-    folder, confined there at submission and again before reading (``registry.option(path=True)``)."""
-    return option(
-        None, f"{help}, relative to the server's datasets folder.", nullable=True, max_length=MAX_PATH_LENGTH, path=True
-    )
 
 
 def default_data_root() -> Path:

@@ -23,7 +23,7 @@ from fedweb_engine.spec.validation import build
 def describe(data: DataSpec) -> DatasetShape:
     """The shape, classes, training rows and bytes per sample of ``data``'s dataset."""
     component = registry.get("dataset", data.name)
-    fn = component.traits.get("describe")
+    fn = component.describe
     try:
         if fn is None:
             section = json.dumps(dataclasses.asdict(data), sort_keys=True, default=str)

@@ -1,6 +1,7 @@
 """Building models: ``build_model(spec, input_shape, num_classes)`` for every registered model.
 
-The built-in models register in their own modules (``@registry.model``), as a plugin's do. Every
+The built-in models are registered by the catalogue (``fedweb_engine.components.builtins``), which
+names each factory in its own module without importing it, with the decorator a plugin uses. Every
 built-in class has ``vmappable: bool``: True when it can be trained with
 ``torch.func.vmap(grad(...))`` over stacked parameters through ``functional_call``.
 

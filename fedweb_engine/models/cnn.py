@@ -11,7 +11,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from fedweb_engine.components import registry
 from fedweb_engine.models.init import torch_default_init
 
 
@@ -44,7 +43,6 @@ class CNN(nn.Module):
         torch_default_init(self, generator)
 
 
-@registry.model("cnn", vmappable=True)
 def cnn(input_shape: tuple[int, ...], num_classes: int, options) -> CNN:
     """The FEMNIST CNN of the FedAvg paper (two 5×5 convolutions, 2048 hidden units)."""
     return CNN(input_shape, num_classes)

@@ -11,8 +11,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from fedweb_engine.components import registry
-
 VOCAB = 50_304
 D_MODEL = 128
 LAYERS = 6
@@ -110,7 +108,6 @@ class LM14M(nn.Module):
                 nn.init.zeros_(m.bias)
 
 
-@registry.model("lm14m", task="lm", vmappable=True)
 def lm14m(input_shape: tuple[int, ...], num_classes: int, options) -> LM14M:
     """A pythia-14m-sized transformer; its shape and vocabulary are fixed by the architecture."""
     return LM14M()

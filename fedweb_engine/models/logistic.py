@@ -7,7 +7,6 @@ import math
 import torch
 from torch import nn
 
-from fedweb_engine.components import registry
 from fedweb_engine.models.init import torch_default_init
 
 
@@ -27,7 +26,6 @@ class Logistic(nn.Module):
         torch_default_init(self, generator)
 
 
-@registry.model("logistic", vmappable=True)
 def logistic(input_shape: tuple[int, ...], num_classes: int, options) -> Logistic:
     """Multinomial logistic regression on the flattened input."""
     return Logistic(input_shape, num_classes)

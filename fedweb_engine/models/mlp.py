@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from fedweb_engine.components import registry
-from fedweb_engine.components.registry import option
+from fedweb_engine.components.builtin_options import MLPOptions
 from fedweb_engine.models.init import torch_default_init
 
 
@@ -36,12 +34,6 @@ class MLP(nn.Module):
         torch_default_init(self, generator)
 
 
-@dataclass(frozen=True)
-class MLPOptions:
-    hidden: int = option(200, "Hidden units of the mlp.", min=1, max=65_536, size=True)
-
-
-@registry.model("mlp", MLPOptions, vmappable=True)
 def mlp(input_shape: tuple[int, ...], num_classes: int, options: MLPOptions) -> MLP:
     """The 2NN of the FedAvg paper: two hidden ReLU layers."""
     return MLP(input_shape, num_classes, hidden=options.hidden)

@@ -18,13 +18,11 @@ Initialisation follows the Keras original: he-normal (truncated) convs, glorot-u
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from fedweb_engine.components import registry
-from fedweb_engine.components.registry import option
+from fedweb_engine.components.builtin_options import VGGOptions
 
 
 def _conv(c_in: int, c_out: int, stride: int) -> nn.Conv2d:
@@ -71,13 +69,6 @@ class VGG(nn.Module):
         nn.init.zeros_(self.head.bias)
 
 
-@dataclass(frozen=True)
-class VGGOptions:
-    blocks: int = option(2, "VGG blocks: cnn-(6·blocks+2)-width.", min=1, max=8)
-    width: int = option(4, "VGG width multiplier.", min=1, max=64, size=True)
-
-
-@registry.model("vgg", VGGOptions, vmappable=True)
 def vgg(input_shape: tuple[int, ...], num_classes: int, options: VGGOptions) -> VGG:
     """The VGG-like cnn-(6·blocks+2)-width of the TFF accelerator report."""
     return VGG(input_shape, num_classes, blocks=options.blocks, width=options.width)

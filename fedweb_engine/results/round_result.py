@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -18,6 +21,20 @@ def _annotation(field: Field):
     return field.type | None if field.null else field.type
 
 
+@classmethod
+def _from_parts(cls, *parts: Mapping[str, Any] | Any) -> Any:
+    """The record of a round from its parts (the part dataclasses below, or mappings of fields):
+    each field given by exactly one part, every required field by some part."""
+    fields: dict[str, Any] = {}
+    for part in parts:
+        values = dataclasses.asdict(part) if dataclasses.is_dataclass(part) else part
+        twice = fields.keys() & values.keys()
+        if twice:
+            raise ValueError(f"round fields given by two parts: {', '.join(sorted(twice))}")
+        fields.update(values)
+    return cls(**fields)
+
+
 # What one federated round did and cost (the CLI prints exactly these keys as JSON): a frozen
 # dataclass made from the declarations of ``round_fields.FIELDS``, where each field is documented.
 # The nullable fields after the last required one default to None, so a result built without a
@@ -27,7 +44,11 @@ RoundResult = dataclasses.make_dataclass(
     "RoundResult",
     [(f.name, _annotation(f), dataclasses.field(default=None)) if i > _REQUIRED else (f.name, _annotation(f))
      for i, f in enumerate(FIELDS)],
-    namespace={"to_dict": _to_dict, "__doc__": "What one federated round did and cost (round_fields.FIELDS)."},
+    namespace={
+        "to_dict": _to_dict,
+        "from_parts": _from_parts,
+        "__doc__": "What one federated round did and cost (round_fields.FIELDS).",
+    },
     frozen=True,
 )  # fmt: skip
 RoundResult.__module__ = __name__  # pickles and prints as fedweb_engine.results.round_result.RoundResult
@@ -35,6 +56,56 @@ RoundResult.__module__ = __name__  # pickles and prints as fedweb_engine.results
 # The round record's columns, declared once (round_fields.FIELDS): whatever lists them (the API
 # serializer, the CSV downloads, the Round model's conversions) takes them from this tuple.
 ROUND_RESULT_FIELDS = tuple(f.name for f in FIELDS)
+
+
+# -- the parts a round's record is built from (RoundResult.from_parts) ---------------------------
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Who took part: the round, its sampled clients and what became of them, the samples trained."""
+
+    round: int
+    participants: int
+    completed: int
+    stragglers: int
+    dropped: int
+    samples: int
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """The encoded payloads' bytes, both ways, beside the fp32 formula."""
+
+    bytes_down: int
+    bytes_up: int
+    bytes_formula: int
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall-clock seconds of the whole round and of its training (to the server step's end)."""
+
+    round_seconds: float
+    train_seconds: float
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What the process and its devices held after the round (``vram_*`` None on CPU), and where it ran."""
+
+    rss_mb: float
+    threads: int
+    vram_allocated_mb: float | None
+    vram_reserved_mb: float | None
+    vram_peak_mb: float | None
+    device: str
+
+    @classmethod
+    def of(cls, reading: Mapping[str, Any], device: str) -> Memory:
+        """The round's figures from a memory probe's ``reading`` (which may hold more)."""
+        names = [f.name for f in dataclasses.fields(cls) if f.name != "device"]
+        return cls(**{name: reading[name] for name in names}, device=device)
 
 
 def fp32_bytes_formula(num_params: int, cohort_size: int) -> int:

@@ -6,8 +6,9 @@ built: the global model as one flat vector on the device, client-weight buffers 
 and one NumPy generator that draws every random choice. A round then only reuses those buffers.
 
 This file is the loop and the state it carries; the parts live by concern beside it: planning
-(``plan.py``), client training on each device (``training.py``), evaluation (``evaluation.py``),
-the server step (``strategies/``) and checkpoint files (``checkpoint.py``).
+(``training/plan.py``), client training on each device (``training/dispatch.py``), evaluation
+(``training/evaluation.py``), the server step (``server_step.py``, ``strategies/``) and checkpoint
+files (``state/checkpoint.py``).
 """
 
 from __future__ import annotations
@@ -26,17 +27,22 @@ from fedweb_engine.isolation.parent import train_in_child
 from fedweb_engine.models import build_model
 from fedweb_engine.privacy.mechanism import GaussianMechanism
 from fedweb_engine.probes import memory as probes
+from fedweb_engine.progress_bar import ProgressBar
 from fedweb_engine.results.round_result import (
+    Counts,
+    Memory,
     RoundResult,
+    Timing,
+    Traffic,
     fp32_bytes_formula,
     participation_histogram,
     quantile_fields,
 )
 from fedweb_engine.simulation.algorithm_share import SimulationState, StateStoreFactory
+from fedweb_engine.simulation.server_step import server_step
 from fedweb_engine.spec.schema import Spec
 from fedweb_engine.state.client_state import ClientStates
-from fedweb_engine.strategies import build_strategy, needs_updates
-from fedweb_engine.strategies.aggregate import divide_by_total_
+from fedweb_engine.strategies import build_strategy
 from fedweb_engine.training.client import build_trainer
 from fedweb_engine.training.devices import describe, fits_on, free_memory, prepare, resolve_devices, synchronize
 from fedweb_engine.training.dispatch import Collected, DeviceReplica, choose_vectorised, train_plans
@@ -105,10 +111,8 @@ class Simulation(SimulationState):
         self.strategy = build_strategy(spec.algorithm, self.num_params, self.device)
         # Σ samples · decoded update over the round's clients, then their weighted mean.
         self.update_sum = torch.zeros(self.num_params, device=self.device)
-        # Or, for a strategy that needs every update, the round's decoded updates (one buffer, once).
-        self.collected = (
-            Collected.for_spec(spec, self.num_params, self.device) if needs_updates(spec.algorithm.name) else None
-        )
+        # How the round's updates reach the strategy (and, for a whole-cohort one, its rows).
+        self.server_round = server_step(spec, self.strategy, self.num_params, self.device)
         self.child_peak_rss_mb: float | None = None  # after an isolated round: the child's peaks
         self.child_peak_vram_mb: float | None = None
         # Times each client was sampled: one counter per client, so memory does not grow with rounds.
@@ -205,74 +209,95 @@ class Simulation(SimulationState):
         """Step the server with ``update_sum`` (Σ samples · update, or Σ clipped updates under DP) or
         the ``collected`` rows, evaluate when due (unless ``evaluate`` is false: a distributed round's
         other ranks), return the round's result (also for distributed rounds: rank_round.py)."""
-        spec = self.spec
         r = self.round + 1
         self.participation[torch.from_numpy(np.asarray(cohort.clients, dtype=np.int64))] += 1
-        total_weight = float(stats["weight"])
         before = self.global_flat.clone()  # for update_norm: one model-sized copy, freed with the round
-        if total_weight > 0 and self.collected is not None:  # a strategy that needs every update
-            n = int(stats["rows"])
-            self._fold_client(None)
-            self.strategy.step(self.global_flat, self.collected.updates[:n], self.collected.weights[:n])
-        elif total_weight > 0:  # with no reporting client there is no update: the server does not step
-            if self.dp:
-                avg = self.dp.privatise_(self.update_sum, len(cohort.clients), self.rng)
-            else:
-                avg = divide_by_total_(self.update_sum, stats["weight"])
-            self._fold_client(avg)
-            self.strategy.step(self.global_flat, avg)
+        self._step_server(cohort, stats)
         self._commit_client_state(r)
         synchronize(self.devices)
         train_seconds = time.perf_counter() - t_train
-        test_loss = test_acc = None
-        clients_eval: dict = {}
-        if evaluate and (r % spec.evaluation.every == 0 or r == spec.rounds):
-            test_loss, test_acc = self.evaluate()
-            clients_eval = client_evaluation(self.model, self.replicas[0].data, self._evaluated(cohort), self.spec)
-            clients_eval = {**clients_eval, **self._personal_evaluation(cohort)}  # Ditto: both models
+        evaluation = self._round_evaluation(r, cohort, evaluate)
         self.client_states.commit(r)  # the rows the cohort scattered become round r's
         self.round = r
-        mem = probes.probe_devices(self.devices, self.child_peak_vram_mb)  # None unless isolated
-        completed = len(cohort.trained)
-        # A client algorithm's extras travel beside the model and the update (SCAFFOLD's c and Δc_i).
-        extra_down, extra_up = (self.client.bytes_down, self.client.bytes_up) if self.client else (0, 0)
-        return RoundResult(
-            round=r,
-            participants=len(cohort.clients),
-            completed=completed,
-            stragglers=cohort.stragglers,
-            dropped=cohort.dropped,
-            train_loss=float(stats["loss"]) / total_weight if total_weight > 0 else None,
-            test_loss=test_loss,
-            test_accuracy=test_acc,
-            bytes_down=bytes_down + extra_down * len(cohort.clients),
-            bytes_up=(self.uplink.payload_bytes() + extra_up) * completed,
-            bytes_formula=fp32_bytes_formula(self.num_params, len(cohort.clients)),
-            round_seconds=time.perf_counter() - t0,
-            train_seconds=train_seconds,
-            samples=int(stats["samples"]),
-            rss_mb=mem["rss_mb"],
-            threads=mem["threads"],
-            vram_allocated_mb=mem["vram_allocated_mb"],
-            vram_reserved_mb=mem["vram_reserved_mb"],
-            vram_peak_mb=mem["vram_peak_mb"],
-            device=self.device_name,
-            **clients_eval,
-            **quantile_fields("train_loss", stats["client_losses"].cpu().tolist() if "client_losses" in stats else []),
-            participation_histogram=participation_histogram(self.participation.numpy()),
-            **(self.dp.round_fields(stats, clip_norm, len(cohort.clients), total_weight, self.rng) if self.dp else {}),
-            update_norm=float(torch.linalg.vector_norm(self.global_flat - before)),
+        memory = self._memory()
+        timing = Timing(round_seconds=time.perf_counter() - t0, train_seconds=train_seconds)
+        return RoundResult.from_parts(
+            self._counts(r, cohort, stats),
+            self._traffic(cohort, bytes_down),
+            timing,
+            memory,
+            self._training_losses(stats),
+            evaluation,
+            self._privacy(stats, clip_norm, cohort),  # adapts the clip norm: after everything that reads it
+            {
+                "participation_histogram": participation_histogram(self.participation.numpy()),
+                "update_norm": float(torch.linalg.vector_norm(self.global_flat - before)),
+            },
         )
 
-    def run(self, rounds: int | None = None) -> list[RoundResult]:
-        """Run up to ``rounds`` more rounds (default: to the end); stop early when a callback says so."""
-        results = []
+    # -- the round's steps, in conclude_round's order -------------------------------------------
+
+    def _step_server(self, cohort: Cohort, stats: dict[str, torch.Tensor]) -> None:
+        """The server's step with the round's updates; none when no client reported (no update)."""
+        if float(stats["weight"]) > 0:
+            self.server_round.step(self, cohort, stats)
+
+    @property
+    def collected(self) -> Collected | None:
+        """The round's decoded updates, for a whole-cohort strategy (None: they are summed)."""
+        return self.server_round.collected if self.server_round else None
+
+    def _round_evaluation(self, r: int, cohort: Cohort, evaluate: bool) -> dict:
+        """Test loss and accuracy, and the per-client views, on the rounds evaluation is due."""
+        if not evaluate or not (r % self.spec.evaluation.every == 0 or r == self.spec.rounds):
+            return {"test_loss": None, "test_accuracy": None}
+        test_loss, test_accuracy = self.evaluate()
+        clients = client_evaluation(self.model, self.replicas[0].data, self._evaluated(cohort), self.spec)
+        personal = self._personal_evaluation(cohort)  # Ditto: each client's own model too
+        return {"test_loss": test_loss, "test_accuracy": test_accuracy, **clients, **personal}
+
+    def _memory(self) -> Memory:
+        """RSS, threads and VRAM after the round (with an isolated child's peak), and the devices."""
+        return Memory.of(probes.probe_devices(self.devices, self.child_peak_vram_mb), self.device_name)
+
+    def _counts(self, r: int, cohort: Cohort, stats: dict[str, torch.Tensor]) -> Counts:
+        c = cohort  # round, participants, completed, stragglers, dropped, samples
+        return Counts(r, len(c.clients), len(c.trained), c.stragglers, c.dropped, int(stats["samples"]))
+
+    def _traffic(self, cohort: Cohort, bytes_down: int) -> Traffic:
+        # A client algorithm's extras travel beside the model and the update (SCAFFOLD's c and Δc_i).
+        extra_down, extra_up = (self.client.bytes_down, self.client.bytes_up) if self.client else (0, 0)
+        sampled = len(cohort.clients)
+        return Traffic(
+            bytes_down=bytes_down + extra_down * sampled,
+            bytes_up=(self.uplink.payload_bytes() + extra_up) * len(cohort.trained),
+            bytes_formula=fp32_bytes_formula(self.num_params, sampled),
+        )
+
+    def _training_losses(self, stats: dict[str, torch.Tensor]) -> dict:
+        """The mean local loss (weighted like the update) and the quantiles of the clients' losses."""
+        total_weight = float(stats["weight"])
+        losses = stats["client_losses"].cpu().tolist() if "client_losses" in stats else []
+        mean = float(stats["loss"]) / total_weight if total_weight > 0 else None
+        return {"train_loss": mean, **quantile_fields("train_loss", losses)}
+
+    def _privacy(self, stats: dict[str, torch.Tensor], clip_norm: float | None, cohort: Cohort) -> dict:
+        if not self.dp:
+            return {}
+        return self.dp.round_fields(stats, clip_norm, len(cohort.clients), float(stats["weight"]), self.rng)
+
+    def run(self, rounds: int | None = None, *, progress: bool = True) -> list[RoundResult]:
+        """Run up to ``rounds`` more rounds (default: to the end) and return their results; stop
+        early when a callback says so. ``progress`` shows a bar (round, loss, accuracy, ETA; a
+        widget in a notebook, else on stderr)."""
+        results: list[RoundResult] = []
         target = self.spec.rounds if rounds is None else min(self.spec.rounds, self.round + rounds)
-        while self.round < target:
-            result = self.next_round()
-            results.append(result)
-            if any(cb(result) for cb in self.callbacks):
-                break
+        with ProgressBar(self.spec.rounds, initial=self.round, enabled=progress, notebook=True) as bar:
+            while self.round < target:
+                results.append(self.next_round())
+                bar.update(results[-1])
+                if any(cb(results[-1]) for cb in self.callbacks):
+                    break
         return results
 
     def _broadcast(self, into: torch.Tensor | None = None) -> int:
@@ -317,16 +342,9 @@ class Simulation(SimulationState):
         )
         if spec.compute.isolation == "process":
             stats, self.child_peak_rss_mb, self.child_peak_vram_mb = train_in_child(
-                spec,
-                self.replicas,
-                plans,
-                self.broadcast_weights,
-                self.residuals,
-                self.update_sum,
-                vectorised=self.vectorised,
-                clip_norm=clip_norm,
-                collect=self.collected,
-            )
+                spec, self.replicas, plans, self.broadcast_weights, self.residuals, self.update_sum,
+                vectorised=self.vectorised, clip_norm=clip_norm, collect=self.collected,
+            )  # fmt: skip
             return stats
         return train_plans(
             self.replicas, plans, self.broadcast_weights, self.uplink, self.residuals, self.update_sum, clip_norm,
@@ -363,7 +381,7 @@ class Simulation(SimulationState):
         """Drop references to the data, model and buffers so their memory can be reused."""
         self.replicas = []
         self.model = None
-        self.update_sum = self.broadcast_weights = self.residuals = self.collected = None
+        self.update_sum = self.broadcast_weights = self.residuals = self.server_round = None
         self.client_states.close()
         self.client = None
         if self.device.type == "cuda":

@@ -20,7 +20,6 @@ from typing import Any
 
 import fedweb_engine.components.registry as registry
 import fedweb_engine.spec.legacy as spec_legacy
-from fedweb_engine.algorithms import build_algorithm
 from fedweb_engine.spec.components import (  # noqa: F401 - the spec's public names live here too
     CLIENT_EVALUATION,
     COMPONENT_PATHS,
@@ -324,8 +323,8 @@ class Spec:
         # round in one process with every row it touches: the isolation child gets the model and
         # the plans only, and DP protects the update alone. (Ranks borrow their clients' rows.)
         client = self.algorithm.client
-        algorithm = build_algorithm(client.name, client.options, num_params=1, device="cpu", lr=self.local.lr)
-        if algorithm.trivial:
+        trivial, changes_update = _client_algorithm_traits(client, self.local.lr)
+        if trivial:
             return
         field, name = "algorithm.client.name", client.name
         if self.privacy.mechanism == "gaussian":
@@ -334,11 +333,24 @@ class Spec:
             )
         if self.compute.isolation == "process":
             raise SpecError(field, f"{name} keeps per-client state; it cannot run with compute.isolation 'process'")
-        if algorithm.changes_update and registry.get("strategy", self.algorithm.name).traits["needs_updates"]:
+        if changes_update and registry.get("strategy", self.algorithm.name).traits["needs_updates"]:
             raise SpecError(
                 field,
                 f"{name} changes the averaged update, which {self.algorithm.name} never forms: pick another strategy",
             )
+
+
+def _client_algorithm_traits(client: Any, lr: float) -> tuple[bool, bool]:
+    """Whether the client algorithm is trivial (nothing but the update travels or persists) and
+    whether it changes the averaged update: as registered, or else as its built object says."""
+    traits = registry.get("algorithm", client.name).traits
+    if traits.get("trivial") is not None and traits.get("changes_update") is not None:
+        return traits["trivial"], traits["changes_update"]
+    # why: building it needs torch, which a plugin that declared neither has imported anyway.
+    from fedweb_engine.algorithms import build_algorithm
+
+    algorithm = build_algorithm(client.name, client.options, num_params=1, device="cpu", lr=lr)
+    return algorithm.trivial, algorithm.changes_update
 
 
 def _ranks_of(d: dict) -> dict:

@@ -38,6 +38,9 @@ class SpecError(ValueError):
         self.field = field
         self.message = message
 
+    def __reduce__(self):  # pickled as what it was built from (it crosses from the estimates helper)
+        return type(self), (self.field, self.message)
+
 
 def build(cls: type, d: dict[str, Any], *, bounds: bool, prefix: str = "", component: str = "") -> Any:
     """Validate the JSON object ``d`` into an instance of dataclass ``cls``; missing fields take

@@ -1,10 +1,12 @@
 """Server strategies: pure aggregation functions plus one small class per algorithm.
 
-Every strategy works on the model as one flat fp32 vector of P entries:
-``strategy.step(global_flat, avg_update)`` updates ``global_flat`` in place from the cohort's
-weighted-average update Δ̄ (or, for a strategy registered with ``needs_updates=True`` such as
-those of :mod:`~fedweb_engine.strategies.robust`, from the round's ``[n, P]`` updates), and
-``state_dict()``/``load_state_dict()`` carry every optimizer buffer through checkpoints.
+Every strategy works on the model as one flat fp32 vector of P entries, and is one of two
+protocols (:mod:`fedweb_engine.components.contracts`, checked when it registers): a
+``StreamingStrategy``'s ``step(global_flat, avg_update)`` updates ``global_flat`` in place from the
+cohort's weighted-average update Δ̄; a ``CohortStrategy``'s (registered with ``needs_updates=True``,
+such as those of :mod:`~fedweb_engine.strategies.robust`) ``step(global_flat, updates, weights)``
+from the round's ``[n, P]`` updates. ``state_dict()``/``load_state_dict()`` carry every optimizer
+buffer through checkpoints.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from typing import Any
 import torch
 
 from fedweb_engine.components import registry
+from fedweb_engine.components.contracts import CohortStrategy, StreamingStrategy
 from fedweb_engine.spec.schema import AlgorithmSpec
 from fedweb_engine.strategies.aggregate import accumulate_, divide_by_total_, weighted_average
 
-# In the order the form lists them (each module registers its strategy on import).
+# The strategy classes, re-exported (the catalogue of built-ins registers their factories).
 from fedweb_engine.strategies.fedavg import FedAvg  # isort: skip
 from fedweb_engine.strategies.fedavgm import FedAvgM  # isort: skip
 from fedweb_engine.strategies.fedprox import FedProx  # isort: skip
@@ -27,9 +30,6 @@ from fedweb_engine.strategies.fedyogi import FedYogi  # isort: skip
 from fedweb_engine.strategies.fedadagrad import FedAdagrad  # isort: skip
 from fedweb_engine.spec.validation import build
 
-# Every strategy is a FedAvg: same step/state_dict/load_state_dict interface.
-Strategy = FedAvg
-
 __all__ = [
     "FedAdagrad",
     "FedAdam",
@@ -37,7 +37,8 @@ __all__ = [
     "FedAvgM",
     "FedProx",
     "FedYogi",
-    "Strategy",
+    "CohortStrategy",
+    "StreamingStrategy",
     "accumulate_",
     "build_strategy",
     "divide_by_total_",
@@ -47,12 +48,16 @@ __all__ = [
 ]
 
 
-def build_strategy(spec: AlgorithmSpec, num_params: int, device: torch.device | str, options: Any = None) -> Strategy:
+def build_strategy(
+    spec: AlgorithmSpec, num_params: int, device: torch.device | str, options: Any = None
+) -> StreamingStrategy | CohortStrategy:
     """The registered server strategy ``spec.name``, built with the spec's options (or ``options``,
-    a mapping or the options dataclass, when given: tests and benchmarks)."""
+    a mapping or the options dataclass, when given: tests and benchmarks), checked against the
+    protocol it registered for."""
     component = registry.get("strategy", spec.name)
     chosen = spec.options if options is None else strategy_options(component, options)
-    return component.factory(num_params=num_params, device=device, lr=spec.server_lr, options=chosen)
+    built = component.factory(num_params=num_params, device=device, lr=spec.server_lr, options=chosen)
+    return component.check_built(built)
 
 
 def strategy_options(component: registry.Component, value: Any) -> Any:

@@ -12,13 +12,11 @@ small. m starts at 0. FedYogi and FedAdagrad differ only in how v is updated.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from fedweb_engine.components import registry
-from fedweb_engine.components.registry import option
+from fedweb_engine.components.builtin_options import AdamOptions
 from fedweb_engine.strategies.fedavg import FedAvg
 
 
@@ -59,18 +57,6 @@ class FedAdam(FedAvg):
         return f"{type(self).__name__}(num_params={self.num_params}, lr={self.lr}, beta1={self.beta1}, beta2={self.beta2}, tau={self.tau})"
 
 
-BETA1_HELP = "First-moment decay of FedAdam/FedYogi/FedAdagrad."
-TAU_HELP = "Adaptivity ε of FedAdam/FedYogi/FedAdagrad."
-
-
-@dataclass(frozen=True)
-class AdamOptions:
-    beta1: float = option(0.9, BETA1_HELP, min=0, max=0.999)
-    beta2: float = option(0.99, "Second-moment decay of FedAdam/FedYogi.", min=0, max=0.9999)
-    tau: float = option(1e-3, TAU_HELP, min=0, min_open=True, max=1)
-
-
-@registry.strategy("fedadam", AdamOptions, server_optimizer="adam", moments=2)
 def fedadam(*, num_params, device, lr: float, options: AdamOptions) -> FedAdam:
     """FedAdam: Adam on the server (no bias correction, v starts at τ²)."""
     return FedAdam(num_params=num_params, device=device, lr=lr, **dataclasses.asdict(options))

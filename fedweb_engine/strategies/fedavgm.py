@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor
 
-from fedweb_engine.components import registry
-from fedweb_engine.components.registry import option
+from fedweb_engine.components.builtin_options import FedAvgMOptions
 from fedweb_engine.strategies.fedavg import FedAvg
 
 
@@ -27,12 +24,6 @@ class FedAvgM(FedAvg):
         global_flat.add_(self.m, alpha=self.lr)
 
 
-@dataclass(frozen=True)
-class FedAvgMOptions:
-    momentum: float = option(0.9, "Server momentum for FedAvgM.", min=0, max=0.999)
-
-
-@registry.strategy("fedavgm", FedAvgMOptions, moments=1)
 def fedavgm(*, num_params, device, lr: float, options: FedAvgMOptions) -> FedAvgM:
     """FedAvgM: server SGD with heavy-ball momentum."""
     return FedAvgM(num_params=num_params, device=device, lr=lr, momentum=options.momentum)

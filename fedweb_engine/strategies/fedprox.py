@@ -7,7 +7,6 @@ in the runner's straggler policy; the server step is exactly FedAvg's.
 
 from __future__ import annotations
 
-from fedweb_engine.components import registry
 from fedweb_engine.strategies.fedavg import FedAvg
 
 
@@ -17,7 +16,6 @@ class FedProx(FedAvg):
     name = "fedprox"
 
 
-@registry.strategy("fedprox")
 def fedprox(*, num_params, device, lr: float, options) -> FedProx:
     """FedProx: FedAvg's server step; the proximal term μ is client training's."""
     return FedProx(num_params=num_params, device=device, lr=lr)

@@ -13,7 +13,6 @@ import dataclasses
 import torch
 from torch import Tensor
 
-from fedweb_engine.components import registry
 from fedweb_engine.strategies.fedadam import AdamOptions, FedAdam
 
 
@@ -31,7 +30,6 @@ class FedYogi(FedAdam):
         self.v.addcmul_(squared, sign, value=-(1 - self.beta2))
 
 
-@registry.strategy("fedyogi", AdamOptions, server_optimizer="yogi", moments=2)
 def fedyogi(*, num_params, device, lr: float, options: AdamOptions) -> FedYogi:
     """FedYogi: Yogi's additive second moment on the server."""
     return FedYogi(num_params=num_params, device=device, lr=lr, **dataclasses.asdict(options))

@@ -3,7 +3,8 @@
 A weighted average follows any single client that sends a large enough update; these rules
 bound what a minority of bad clients can do, at the cost of needing every client's update at
 once (``needs_updates=True``: the engine hands ``step`` the round's ``[n, P]`` decoded updates
-instead of their streamed average). They are registered exactly as a plugin would register them.
+instead of their streamed average). They are registered as a plugin's are, by the catalogue of
+built-ins (``fedweb_engine.components.builtins``).
 
 All three ignore the clients' sample counts. Those counts are reported by the clients, so a
 Byzantine client could claim a huge one and win any weighted vote; the rules are defined (and
@@ -17,15 +18,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from fedweb_engine.components import registry
-from fedweb_engine.components.registry import option
-from fedweb_engine.spec.validation import SpecError
-from fedweb_engine.strategies.fedavg import FedAvg
+from fedweb_engine.components.builtin_options import KrumOptions, TrimmedMeanOptions
+from fedweb_engine.strategies.state_buffers import StrategyState
 
 # Scratch per column block: a sorted copy (fp32) and its indices (int64) of n × (BLOCK / n) entries.
 BLOCK_ELEMENTS = 1 << 22
@@ -109,20 +108,21 @@ def _by_column_blocks(updates: Tensor, reduce: Callable[[Tensor], Tensor]) -> Te
 # -- the strategies ------------------------------------------------------------------------------
 
 
-class RobustStrategy(FedAvg):
+class RobustStrategy(StrategyState):
     """Base of the strategies that aggregate every update themselves: w ← w + η_s · agg(updates).
 
-    Subclassing FedAvg gives the checkpoint round trip (these keep no state between rounds).
+    A :class:`~fedweb_engine.components.contracts.CohortStrategy` (registered with
+    ``needs_updates=True``); these keep no state between rounds.
     """
 
-    needs_updates = True
     Options: type = registry.NoOptions
 
     def __init__(self, *, num_params: int, device: torch.device | str, lr: float = 1.0, options=None):
-        super().__init__(num_params=num_params, device=device, lr=lr)
-        self.options = self.Options() if options is None else options
+        super().__init__(
+            num_params=num_params, device=device, lr=lr, options=self.Options() if options is None else options
+        )
 
-    def step(self, global_flat: Tensor, updates: Tensor, weights: Tensor) -> None:  # type: ignore[override]
+    def step(self, global_flat: Tensor, updates: Tensor, weights: Tensor) -> None:
         """``updates`` ``[n, P]``: the decoded update of each aggregated client; ``weights`` (their
         sample counts) are ignored on purpose (module docstring)."""
         global_flat.add_(self.aggregate(updates).to(global_flat.device), alpha=self.lr)
@@ -134,7 +134,6 @@ class RobustStrategy(FedAvg):
         return f"{type(self).__name__}(num_params={self.num_params}, lr={self.lr}, options={self.options})"
 
 
-@registry.strategy("median", None, needs_updates=True)
 class Median(RobustStrategy):
     """Coordinate-wise median of the clients' updates (Yin et al. 2018); robust while fewer than half are bad."""
 
@@ -144,18 +143,6 @@ class Median(RobustStrategy):
         return coordinate_median(updates)
 
 
-@dataclass(frozen=True)
-class TrimmedMeanOptions:
-    beta: float = option(
-        0.1, "Share of the updates dropped from each end, per coordinate (⌊β·n⌋ each side).", min=0, max=0.5
-    )
-
-    def __post_init__(self):
-        if not self.beta < 0.5:  # the field metadata has no open upper bound
-            raise SpecError("algorithm.options.beta", "must be < 0.5 (trimming half from each end leaves nothing)")
-
-
-@registry.strategy("trimmed_mean", TrimmedMeanOptions, needs_updates=True)
 class TrimmedMean(RobustStrategy):
     """Coordinate-wise trimmed mean of the clients' updates (Yin et al. 2018); tolerates a β share of bad clients."""
 
@@ -166,13 +153,6 @@ class TrimmedMean(RobustStrategy):
         return trimmed_mean(updates, self.options.beta)
 
 
-@dataclass(frozen=True)
-class KrumOptions:
-    byzantine: int = option(1, "f: how many bad clients a round may hold.", min=0, max=10_000)
-    multi: int = option(1, "m: updates averaged (1 = Krum, more = Multi-Krum).", min=1, max=10_000)
-
-
-@registry.strategy("krum", KrumOptions, needs_updates=True)
 class Krum(RobustStrategy):
     """(Multi-)Krum (Blanchard et al. 2017): the update(s) closest to their n − f − 2 nearest others."""
 

@@ -37,6 +37,7 @@ from torch.utils._pytree import tree_leaves
 
 from fedweb_engine.components import registry
 from fedweb_engine.data.shapes import dataset_bytes, input_shape_of
+from fedweb_engine.estimates.server_limits import LIMIT_SETTINGS, Estimate, Limits  # noqa: F401 - re-exported
 from fedweb_engine.models import construct
 from fedweb_engine.spec.schema import ModelSpec, Spec, SpecError
 from fedweb_engine.spec.validation import build
@@ -47,33 +48,6 @@ from fedweb_engine.training.vectorise import can_vectorise, vectorises_well_on_c
 
 BACKWARD_FACTOR = 2  # the backward pass allocates about as much again as the forward saved
 EVAL_FACTOR = 3  # evaluation holds a layer's input, its output and the loss's copy at once
-GB = 10**9
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What this server accepts; a spec over any of them is refused before anything is stored.
-
-    The defaults fit every preset on a CPU and on one GPU, with room for much larger runs.
-    """
-
-    max_params: int = 100_000_000
-    max_round_memory_bytes_cpu: int = 32 * GB
-    max_round_memory_bytes_gpu: int = 80 * GB
-    max_rounds: int = 100_000
-    max_clients: int = 500_000
-    max_dataset_bytes: int = 16 * GB
-
-
-# The settings (environment variables) that set each limit, for the messages.
-LIMIT_SETTINGS = {
-    "max_params": "FEDWEB_MAX_PARAMS",
-    "max_round_memory_bytes_cpu": "FEDWEB_MAX_ROUND_MEMORY_CPU",
-    "max_round_memory_bytes_gpu": "FEDWEB_MAX_ROUND_MEMORY_GPU",
-    "max_rounds": "FEDWEB_MAX_ROUNDS",
-    "max_clients": "FEDWEB_MAX_CLIENTS",
-    "max_dataset_bytes": "FEDWEB_MAX_DATASET",
-}
 
 
 @dataclass(frozen=True)
@@ -85,25 +59,6 @@ class Profile:
     largest_bytes: int  # the largest single op output, for one sample
     vmappable: bool
     vectorises_on_cpu: bool
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """The cost of a spec; every ``*_bytes`` is per round on one training device, except ``dataset_bytes``."""
-
-    device_kind: str  # "cpu" or "gpu"
-    params: int
-    model_bytes: int  # fp32 weights
-    slots: int  # clients trained at once: the group's slots, or 1 when trained one by one
-    state_bytes: int
-    buffer_bytes: int
-    activation_bytes: int
-    eval_bytes: int
-    round_bytes: int
-    dataset_bytes: int | None  # None: read from files, unknown until loaded
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 class _Counter(TorchDispatchMode):

@@ -8,7 +8,7 @@ round does exactly the arithmetic of an in-process one.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -123,57 +123,108 @@ def train_plans(
     Returns device scalars (loss, weight, samples, unclipped) and ``client_losses``, the mean local
     loss of each sampled client (``[K]``, NaN where not aggregated): the caller syncs once per round.
     """
-    device = update_sum.device
     update_sum.zero_()
-    sums = [_DeviceSums.on(r.device, update_sum if i == 0 and r.device == device else None, update_sum)
-            for i, r in enumerate(replicas)]  # fmt: skip
-    # Each device's copy of what it needs for the whole round, made once, not per group: the model
-    # clients received and every group's weights (one host-to-device copy per device).
-    starts = [broadcast_weights.to(r.device, non_blocking=True) for r in replicas]
-    all_weights = torch.cat([p.weights for p in plans]) if plans else torch.zeros(0)
-    weights_on = [all_weights.to(r.device, non_blocking=True) for r in replicas]
-    client_losses = []
-    rows = 0
-    first = 0
     if client is not None:
         client.zero_()
-        server_on = [{k: v.to(r.device, non_blocking=True) for k, v in client.server.items()} for r in replicas]
+    round_ = _RoundTraining.start(replicas, plans, broadcast_weights, update_sum, client)
     for k, plan in enumerate(plans):
-        j = k % len(replicas)
-        replica, acc = replicas[j], sums[j]
-        slots = len(plan.weights)
-        w = weights_on[j][first : first + slots]
-        first += slots
-        if client is None:
-            out = replica.trainer.train(starts[j], plan, replica.data)
+        round_.train_group(k % len(replicas), plan, uplink, residuals, clip_norm, collect)
+    return round_.finish(update_sum, collect)
+
+
+@dataclass
+class _RoundTraining:
+    """One round's training across the replicas: each device's copies of what the round needs,
+    its partial sums, and the running position in the plans' weights and the collected rows."""
+
+    replicas: Sequence[DeviceReplica]
+    sums: list[_DeviceSums]
+    starts: list[torch.Tensor]  # per device: the model as clients received it
+    weights: list[torch.Tensor]  # per device: every group's weights, in plan order
+    server: list[dict[str, torch.Tensor]]  # per device: the client algorithm's broadcast buffers
+    client: ClientRound | None
+    client_losses: list[torch.Tensor] = field(default_factory=list)
+    first: int = 0  # the next group's first slot in ``weights``
+    rows: int = 0  # collected rows written so far
+
+    @classmethod
+    def start(
+        cls,
+        replicas: Sequence[DeviceReplica],
+        plans: Sequence[GroupPlan],
+        broadcast_weights: torch.Tensor,
+        update_sum: torch.Tensor,
+        client: ClientRound | None,
+    ) -> _RoundTraining:
+        """Each device's copy of what it needs for the whole round, made once, not per group: the
+        model clients received and every group's weights (one host-to-device copy per device)."""
+        device = update_sum.device
+        sums = [_DeviceSums.on(r.device, update_sum if i == 0 and r.device == device else None, update_sum)
+                for i, r in enumerate(replicas)]  # fmt: skip
+        all_weights = torch.cat([p.weights for p in plans]) if plans else torch.zeros(0)
+        server = client.server if client is not None else {}
+        return cls(
+            replicas,
+            sums,
+            [broadcast_weights.to(r.device, non_blocking=True) for r in replicas],
+            [all_weights.to(r.device, non_blocking=True) for r in replicas],
+            [{k: v.to(r.device, non_blocking=True) for k, v in server.items()} for r in replicas],
+            client,
+        )
+
+    def train_group(
+        self,
+        j: int,
+        plan: GroupPlan,
+        uplink: Codec,
+        residuals: torch.Tensor | None,
+        clip_norm: float | None,
+        collect: Collected | None,
+    ) -> None:
+        """Train one group on replica ``j``, send its updates through the uplink, add them up."""
+        replica, acc = self.replicas[j], self.sums[j]
+        w = self.weights[j][self.first : self.first + len(plan.weights)]
+        self.first += len(plan.weights)
+        if self.client is None:
+            out = replica.trainer.train(self.starts[j], plan, replica.data)
         else:
-            out = _train_with_state(client, server_on[j], replica, starts[j], plan, w)
+            out = _train_with_state(self.client, self.server[j], replica, self.starts[j], plan, w)
         decoded = _uplink(uplink, residuals, out, plan, replica)
         if clip_norm is not None:
-            norms = clip_rows_(decoded, clip_norm)
-            w = (w > 0).to(w.dtype)  # one client, one vote: its influence is bounded by C alone
-            acc.unclipped += ((norms <= clip_norm).to(w.dtype) * w).sum()
+            w = _clip(decoded, clip_norm, w, acc)
         if collect is None:
             accumulate_(acc.update_sum, decoded, w)
         else:
-            rows = _collect_rows(collect, rows, decoded, plan)
+            self.rows = _collect_rows(collect, self.rows, decoded, plan)
         client_loss = out.loss_sum / out.steps.clamp(min=1)
         acc.loss += (client_loss * w).sum()
         acc.weight += w.sum()
         acc.samples += out.samples
         # NaN marks a client that was not aggregated; filtering on the host avoids a sync here.
-        client_losses.append(torch.where(w > 0, client_loss, torch.nan)[: plan.real])
-    # One reduction per round: each device's partial sums join the server's once (Blink's
-    # lesson: devices that wait for each other every group run in lockstep).
-    stats = {key: torch.zeros((), device=device) for key in _DeviceSums.SCALARS}
-    for acc in sums:
-        if acc.update_sum is not update_sum:
-            update_sum.add_(acc.update_sum.to(device))
-        for key in _DeviceSums.SCALARS:
-            stats[key] += getattr(acc, key).to(device)
-    losses = torch.cat([c.to(device) for c in client_losses]) if client_losses else torch.zeros(0, device=device)
-    stats = {**stats, "client_losses": losses}
-    return stats if collect is None else {**stats, "rows": torch.tensor(rows)}
+        self.client_losses.append(torch.where(w > 0, client_loss, torch.nan)[: plan.real])
+
+    def finish(self, update_sum: torch.Tensor, collect: Collected | None) -> dict[str, torch.Tensor]:
+        """One reduction per round: each device's partial sums join the server's once (Blink's
+        lesson: devices that wait for each other every group run in lockstep)."""
+        device = update_sum.device
+        stats = {key: torch.zeros((), device=device) for key in _DeviceSums.SCALARS}
+        for acc in self.sums:
+            if acc.update_sum is not update_sum:
+                update_sum.add_(acc.update_sum.to(device))
+            for key in _DeviceSums.SCALARS:
+                stats[key] += getattr(acc, key).to(device)
+        losses = [c.to(device) for c in self.client_losses]
+        stats["client_losses"] = torch.cat(losses) if losses else torch.zeros(0, device=device)
+        return stats if collect is None else {**stats, "rows": torch.tensor(self.rows)}
+
+
+def _clip(decoded: torch.Tensor, clip_norm: float, w: torch.Tensor, acc: _DeviceSums) -> torch.Tensor:
+    """DP-FedAvg: clip each decoded update to ``clip_norm`` in place, count the unclipped ones, and
+    weigh each client 1 (one client, one vote: its influence is bounded by C alone)."""
+    norms = clip_rows_(decoded, clip_norm)
+    w = (w > 0).to(w.dtype)
+    acc.unclipped += ((norms <= clip_norm).to(w.dtype) * w).sum()
+    return w
 
 
 @dataclass

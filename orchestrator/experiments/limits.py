@@ -5,14 +5,13 @@ call :func:`check_new_spec`; experiments stored earlier are never re-judged.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 from django.conf import settings
 
-from fedweb_engine.data.paths import confine
+from fedweb_engine.estimates import queries
+from fedweb_engine.estimates.server_limits import Estimate, Limits
 from fedweb_engine.spec.schema import Spec
-from fedweb_engine.training.capacity import Estimate, Limits, check_capacity
 from orchestrator.fleet.workers import pick_queue, queue_name
 
 
@@ -43,10 +42,6 @@ def device_kind(spec: Spec) -> str:
 
 
 def check_new_spec(spec: Spec) -> Estimate:
-    """The spec's estimate, or ``SpecError`` naming the field over a limit or the bad path."""
-    options = spec.data.options
-    for f in dataclasses.fields(options):  # every path option of the dataset, confined like the loader's
-        value = getattr(options, f.name)
-        if f.metadata.get("path") and value is not None:
-            confine(value, datasets_root(), f"data.options.{f.name}")
-    return check_capacity(spec, server_limits(), device_kind(spec))
+    """The spec's estimate, or ``SpecError`` naming the field over a limit or the path option that
+    leads out of the datasets folder (measured by the engine without torch in this process)."""
+    return queries.check_new_spec(spec, server_limits(), device_kind(spec), datasets_root())

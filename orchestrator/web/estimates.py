@@ -1,6 +1,7 @@
 """What the new-experiment page shows before anything runs: the bandwidth and resource
-estimates and the partition preview. All come from the engine; all are cheap (models built on
-the meta device, partitions of small datasets only) and cached.
+estimates and the partition preview. All come from the engine's estimates (models built on the
+meta device, partitions of small datasets only), asked without torch in this process
+(``fedweb_engine.estimates.queries``), and cached.
 """
 
 from __future__ import annotations
@@ -12,12 +13,10 @@ import math
 
 from django.core.cache import cache
 
-from fedweb_engine.communication.codecs import make_codec
 from fedweb_engine.components import registry
-from fedweb_engine.data import partition_summary
-from fedweb_engine.data.shapes import describe
+from fedweb_engine.estimates import queries
+from fedweb_engine.estimates.server_limits import LIMIT_SETTINGS
 from fedweb_engine.spec.schema import Spec, SpecError
-from fedweb_engine.training.capacity import LIMIT_SETTINGS, model_layout
 from orchestrator.experiments.limits import check_new_spec, server_limits
 
 PREVIEW_MAX_CLIENTS = 50
@@ -46,11 +45,9 @@ def bandwidth_estimate(spec: Spec) -> dict:
     The estimate assumes every sampled client reports (dropout and dropped stragglers only lower
     the uplink); ``formula`` is the design's 2 × 4 bytes × params × clients × rounds.
     """
-    layout = list(model_layout(spec))
-    params = sum(layout)
+    sizes = queries.payload_sizes(spec)
+    params, down, up = sizes["params"], sizes["down"], sizes["up"]
     c = spec.communication
-    down = make_codec(c.downlink.name, layout, c.downlink.options).payload_bytes()
-    up = make_codec(c.uplink.name, layout, c.uplink.options).payload_bytes()
     clients = [spec.cohort_size(r) for r in range(1, spec.rounds + 1)]
     total_clients = sum(clients)
     return {
@@ -93,14 +90,14 @@ def partition_preview(spec: Spec) -> dict:
         return _not_previewed(f"{data.name} is read from files; its partition is not previewed")
     if component.traits.get("describe") is None:
         return _not_previewed(f"{data.name} does not describe its size (describe=); its partition is not previewed")
-    if describe(data).train_samples > PREVIEW_MAX_SAMPLES:
+    if queries.train_samples(data) > PREVIEW_MAX_SAMPLES:
         return _not_previewed("this dataset is too large to preview here (the run itself is fine)")
     section = json.dumps({"data": spec.to_dict()["data"], "seed": spec.seed}, sort_keys=True)
     key = "partition-preview:" + hashlib.sha256(section.encode()).hexdigest()
     summary = cache.get(key)
     if summary is None:
         try:
-            summary = partition_summary(data, spec.seed, PREVIEW_MAX_CLIENTS)
+            summary = queries.partition_summary(data, spec.seed, PREVIEW_MAX_CLIENTS)
         except SpecError:
             raise
         except Exception as e:  # a plugin loader's own failure is shown beside the dataset, not a 500

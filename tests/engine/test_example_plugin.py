@@ -95,7 +95,7 @@ def test_the_dataset_is_a_function_of_its_options_and_the_seed(example):
     assert a.x_test is None  # the engine holds out data.test_fraction
     assert a.x_train.shape == (100, 1, 16, 16) and 0.0 <= float(a.x_train.min()) <= float(a.x_train.max()) <= 1.0
     assert list(np.diff(a.writer_ids) >= 0) == [True] * 99 and len(a.writer_names) == 10
-    shape = registry.get("dataset", "stripes").traits["describe"](_options("dataset", "stripes", num_samples=100))
+    shape = registry.get("dataset", "stripes").describe(_options("dataset", "stripes", num_samples=100))
     assert shape.input_shape == a.input_shape and shape.train_samples == 100 and shape.num_classes == a.num_classes
 
 

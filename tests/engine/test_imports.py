@@ -40,7 +40,7 @@ def test_it_imports_each_engine_module_first_without_a_cycle():
         "import numpy, torch\n"
         "failed = []\n"
         "for name in names:\n"
-        "    for loaded in [m for m in sys.modules if m == 'workers' or m.startswith('workers.')]:\n"
+        "    for loaded in [m for m in sys.modules if m == 'fedweb_engine' or m.startswith('fedweb_engine.')]:\n"
         "        del sys.modules[loaded]\n"
         "    try:\n"
         "        importlib.import_module(name)\n"

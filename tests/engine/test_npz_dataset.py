@@ -115,7 +115,7 @@ def test_a_pickled_object_array_is_refused_without_running_it(root, tmp_path, mo
     with pytest.raises(SpecError, match="Python objects"):
         _load(root, path="evil.npz")
     with pytest.raises(SpecError, match="Python objects"):
-        registry.get("dataset", "npz").traits["describe"](
+        registry.get("dataset", "npz").describe(
             registry.get("dataset", "npz").options(path="evil.npz"),
             DataContext(test_fraction=0.2, data_root=root, num_clients=2),
         )
@@ -158,9 +158,7 @@ def test_describe_matches_the_loaded_pool(root, monkeypatch, layout):
             np.savez(root / "d" / f"c{i}.npz", x=x, y=y)
         path = "d"
     npz = registry.get("dataset", "npz")
-    shape = npz.traits["describe"](
-        npz.options(path=path), DataContext(test_fraction=0.2, data_root=root, num_clients=2)
-    )
+    shape = npz.describe(npz.options(path=path), DataContext(test_fraction=0.2, data_root=root, num_clients=2))
     pool = _load(root, path=path)
     assert shape.input_shape == pool.input_shape
     assert shape.num_classes == pool.num_classes

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from fedweb_engine import ROUND_RESULT_FIELDS, Spec
+from fedweb_engine.results.round_result import Counts, RoundResult, Timing, Traffic
 from fedweb_engine.simulation.runner import Simulation
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -185,3 +186,28 @@ def test_it_rejects_vectorising_a_model_that_cannot_be():
             Simulation(small(compute={"training": "vectorized"}))
     finally:
         runner.build_model = original
+
+
+def test_run_shows_a_progress_bar_on_stderr_unless_asked_not_to(capfd):
+    results = Simulation(small(rounds=2)).run()
+    shown = capfd.readouterr().err
+    assert [r.round for r in results] == [1, 2]
+    assert "2/2" in shown and "round" in shown and "loss=" in shown and "acc=" in shown
+    Simulation(small(rounds=2)).run(progress=False)
+    assert capfd.readouterr().err == ""
+
+
+def test_a_round_result_is_built_from_parts_that_give_each_field_once():
+    parts = [
+        Counts(round=1, participants=4, completed=3, stragglers=1, dropped=0, samples=90),
+        Traffic(bytes_down=40, bytes_up=30, bytes_formula=80),
+        Timing(round_seconds=0.5, train_seconds=0.4),
+        {"rss_mb": 100.0, "threads": 4, "vram_allocated_mb": None, "vram_reserved_mb": None, "vram_peak_mb": None},
+        {"device": "cpu", "train_loss": 0.7, "test_loss": None, "test_accuracy": None},
+    ]
+    result = RoundResult.from_parts(*parts)
+    assert (result.completed, result.bytes_up, result.train_seconds, result.device) == (3, 30, 0.4, "cpu")
+    with pytest.raises(ValueError, match=r"round fields given by two parts: bytes_up"):
+        RoundResult.from_parts(*parts, {"bytes_up": 31})
+    with pytest.raises(TypeError, match="samples"):
+        RoundResult.from_parts(*parts[1:])  # the counts are missing: not a record

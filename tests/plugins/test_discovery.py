@@ -51,6 +51,28 @@ def test_the_web_process_starts_with_a_plugin_that_imports():
     assert done.returncode == 0, done.stderr
 
 
+def test_the_web_process_stops_at_start_up_naming_a_plugin_whose_strategy_step_has_a_wrong_signature(tmp_path):
+    (tmp_path / "fedweb_wrong_step.py").write_text(
+        textwrap.dedent(
+            """
+            from fedweb_engine.components import registry
+            from fedweb_engine.strategies import FedAvg
+
+            @registry.strategy("wrong_step")
+            class WrongStep(FedAvg):
+                def step(self, global_flat, updates, weights):
+                    pass
+            """
+        )
+    )
+    done = _run([PY, "manage.py", "check"], _env(FEDWEB_PLUGINS="fedweb_wrong_step", PYTHONPATH=str(tmp_path)))
+    assert done.returncode != 0
+    assert "module 'fedweb_wrong_step' failed to import: ContractError: plugin 'fedweb_wrong_step'" in done.stderr
+    assert (
+        "method WrongStep.step(self, global_flat, updates, weights) does not fit StreamingStrategy.step(" in done.stderr
+    )
+
+
 @pytest.mark.parametrize("plugin", ["no_such_module", "fedweb_broken_plugin"])
 def test_a_celery_worker_stops_at_start_up_naming_a_plugin_that_fails(tmp_path, plugin):
     env = _env(FEDWEB_PLUGINS=plugin, PYTHONPATH=str(_broken_plugin(tmp_path)))

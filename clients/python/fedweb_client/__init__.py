@@ -10,11 +10,15 @@
 ``log`` only puts the round on a bounded queue: a background thread sends batches, retries with
 backoff while the server is slow or away, and writes what it could not send to a local JSONL file
 that ``python -m fedweb_client sync FILE`` uploads later. Nothing here raises into the training loop.
+
+Rounds that already ran (FedWeb's engine in a notebook) go up in one call:
+``fedweb_client.report(url, token, name, results, config=spec.to_dict())``.
 """
 
 from __future__ import annotations
 
+from fedweb_client.results import report
 from fedweb_client.run import Run, init
 from fedweb_client.sync import sync
 
-__all__ = ["Run", "init", "sync"]
+__all__ = ["Run", "init", "report", "sync"]

@@ -8,26 +8,19 @@ from __future__ import annotations
 
 import io
 import pickle
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from fedweb_engine.components import registry
+from fedweb_engine.components.builtin_options import Cifar10Options
 from fedweb_engine.components.registry import DataContext, DatasetShape
-from fedweb_engine.data.paths import required_path
 from fedweb_engine.data.pool import Pool, missing_path
 from fedweb_engine.spec.schema import SpecError
 
 TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
 TEST_BATCH = "test_batch"
 SAMPLES = 60_000
-
-
-@dataclass(frozen=True)
-class Cifar10Options:
-    path: str | None = required_path("Folder of cifar-10-batches-py")
 
 
 def describe(options: Cifar10Options, context: DataContext) -> DatasetShape:
@@ -74,7 +67,6 @@ def restricted_load(data: bytes) -> object:
     return RestrictedUnpickler(io.BytesIO(data), encoding="bytes").load()
 
 
-@registry.dataset("cifar10", Cifar10Options, describe=describe, context=True)
 def load(options: Cifar10Options, rng: np.random.Generator, context: DataContext) -> Pool:
     """uint8 images [N, 3, 32, 32] (no mean/std normalisation; ``as_input`` maps them to [0, 1]),
     the five training batches as the pool and ``test_batch`` as the test set."""

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fedweb_engine.components import registry
-from fedweb_engine.components.registry import DataContext, DatasetShape, option
+from fedweb_engine.components.builtin_options import DigitsOptions
+from fedweb_engine.components.registry import DataContext, DatasetShape
 from fedweb_engine.data.partition import holdout
 from fedweb_engine.data.pool import Pool
 
 SAMPLES = 1797  # scikit-learn's bundled digits, train and test together
-
-
-@dataclass(frozen=True)
-class DigitsOptions:
-    image_size: int = option(28, "Side of the images for digits (8 = native, 28 = EMNIST-sized).", choices=(8, 28))
 
 
 def describe(options: DigitsOptions, context: DataContext) -> DatasetShape:
@@ -27,7 +20,6 @@ def describe(options: DigitsOptions, context: DataContext) -> DatasetShape:
     return DatasetShape((1, side, side), 10, train, 4 * side * side + 8)  # float32 pixels, int64 label
 
 
-@registry.dataset("digits", DigitsOptions, describe=describe, context=True)
 def load(options: DigitsOptions, rng: np.random.Generator, context: DataContext) -> Pool:
     """Float32 images in [0, 1], shape [N, 1, S, S] with S = ``image_size`` (8 native, or 28
     by bilinear resizing so EMNIST-sized models fit); a stratified ``test_fraction`` is held out."""

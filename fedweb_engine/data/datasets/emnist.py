@@ -8,15 +8,13 @@ FEMNIST JSON values. Models learn either polarity; do not compare them with non-
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from fedweb_engine.components import registry
+from fedweb_engine.components.builtin_options import EmnistH5Options, FemnistLeafOptions
 from fedweb_engine.components.registry import DataContext, DatasetShape
-from fedweb_engine.data.paths import required_path
 from fedweb_engine.data.pool import Pool, missing_path, to_uint8
 from fedweb_engine.spec.schema import SpecError
 
@@ -26,16 +24,6 @@ SHAPE = (1, 28, 28)
 # Federated EMNIST and LEAF's FEMNIST (about 90% of its 805,263 samples).
 H5_TRAIN_SAMPLES = 671_585
 LEAF_TRAIN_SAMPLES = 725_000
-
-
-@dataclass(frozen=True)
-class EmnistH5Options:
-    path: str | None = required_path("TFF's fed_emnist_train.h5 (its test file beside it)")
-
-
-@dataclass(frozen=True)
-class FemnistLeafOptions:
-    path: str | None = required_path("LEAF FEMNIST folder with train/ and test/")
 
 
 def describe_h5(options: EmnistH5Options, context: DataContext) -> DatasetShape:
@@ -49,7 +37,6 @@ def describe_leaf(options: FemnistLeafOptions, context: DataContext) -> DatasetS
 # -- TFF HDF5 --------------------------------------------------------------------------------------
 
 
-@registry.dataset("emnist_h5", EmnistH5Options, natural=True, describe=describe_h5, context=True)
 def load_h5(options: EmnistH5Options, rng: np.random.Generator, context: DataContext) -> Pool:
     """``examples/<client>/pixels`` and ``examples/<client>/label`` from the train and test files.
 
@@ -122,7 +109,6 @@ def _read_h5(path: Path, writers: list[str]) -> tuple[np.ndarray, np.ndarray, np
 # -- LEAF JSON -------------------------------------------------------------------------------------
 
 
-@registry.dataset("femnist_leaf", FemnistLeafOptions, natural=True, describe=describe_leaf, context=True)
 def load_leaf(options: FemnistLeafOptions, rng: np.random.Generator, context: DataContext) -> Pool:
     """LEAF FEMNIST: ``train/*.json`` and ``test/*.json`` with ``users`` and ``user_data``; 62 classes.
 

@@ -8,14 +8,12 @@ writers differ enough for the natural partition to be non-IID in feature space.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fedweb_engine.components import registry
-from fedweb_engine.components.registry import DataContext, DatasetShape, option
+from fedweb_engine.components.builtin_options import SyntheticImagesOptions
+from fedweb_engine.components.registry import DataContext, DatasetShape
 from fedweb_engine.data.pool import Pool, held_out_count, writer_sizes
 
 SIDE = 28
@@ -26,19 +24,12 @@ GAIN = 1.0  # slope of the ink ramp: grey range per field unit (higher = crisper
 SHIFTS = 2 * MARGIN + 1
 
 
-@dataclass(frozen=True)
-class SyntheticImagesOptions:
-    num_classes: int = option(10, "Classes of synthetic_images (10 digits or 62 FEMNIST).", choices=(10, 62))
-    mean_samples: int = option(100, "Mean samples per client.", min=1, max=100_000, size=True)
-
-
 def describe(options: SyntheticImagesOptions, context: DataContext) -> DatasetShape:
     return DatasetShape(
         (1, SIDE, SIDE), options.num_classes, context.num_clients * options.mean_samples, SIDE * SIDE + 8
     )
 
 
-@registry.dataset("synthetic_images", SyntheticImagesOptions, natural=True, describe=describe, context=True)
 def load(options: SyntheticImagesOptions, rng: np.random.Generator, context: DataContext) -> Pool:
     """uint8 images [N, 1, 28, 28] (background 0, ink up to 255), ``num_clients`` writers with
     lognormal sizes of mean ``mean_samples`` (min 10); the test set is drawn from the same

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fedweb_engine.components import registry
-from fedweb_engine.components.registry import DataContext, DatasetShape, option
+from fedweb_engine.components.builtin_options import NpzOptions
+from fedweb_engine.components.registry import DataContext, DatasetShape
 from fedweb_engine.data.paths import confine, default_data_root
 from fedweb_engine.data.pool import Pool
 from fedweb_engine.spec.schema import SpecError
@@ -32,14 +32,6 @@ WHERE = "must name an .npz file or a folder of .npz files inside the server's da
 TEST_FILE = "test.npz"
 MAX_FILES = 100_000  # clients in a folder
 MAX_BYTES = 16 * 2**30  # every array together, as stored: the loader's memory, before the capacity limit
-
-
-@dataclass(frozen=True)
-class NpzOptions:
-    path: str = option("", "An .npz file, or a folder of one .npz per client, under the datasets folder.", path=True)
-    x_key: str = option("x", "Name of the samples array ('x' in a client file, 'x_train'/'x_test' in one file).")
-    y_key: str = option("y", "Name of the labels array ('y', or 'y_train'/'y_test').")
-    num_classes: int = option(0, "Classes; 0 takes one more than the largest label.", min=0, max=1_000_000)
 
 
 @dataclass(frozen=True)
@@ -63,7 +55,6 @@ def describe(options: NpzOptions, context: DataContext) -> DatasetShape:
     return DatasetShape(tuple(x_shape[1:]), classes, rows, sample)
 
 
-@registry.dataset("npz", NpzOptions, natural=True, describe=describe, context=True)
 def load(options: NpzOptions, rng: np.random.Generator, context: DataContext) -> Pool:
     """Samples from ``.npz`` files: x as float32 (uint8 images stay uint8 and are scaled to [0, 1]
     per batch), labels int64; a folder's files are the natural writers."""

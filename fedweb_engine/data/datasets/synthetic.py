@@ -8,13 +8,11 @@ standard deviations.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
-from fedweb_engine.components import registry
-from fedweb_engine.components.registry import DataContext, DatasetShape, option
+from fedweb_engine.components.builtin_options import SyntheticOptions
+from fedweb_engine.components.registry import DataContext, DatasetShape
 from fedweb_engine.data.pool import Pool
 
 DIMENSION = 60
@@ -24,18 +22,11 @@ MAX_DEVICE_SAMPLES = 2000  # lognormal(4, 2) has a tail in the hundreds of thous
 MEAN_SAMPLES = 290
 
 
-@dataclass(frozen=True)
-class SyntheticOptions:
-    alpha: float = option(1.0, "Synthetic(α, β): model heterogeneity α.", min=0, max=100)
-    beta: float = option(1.0, "Synthetic(α, β): data heterogeneity β.", min=0, max=100)
-
-
 def describe(options: SyntheticOptions, context: DataContext) -> DatasetShape:
     train = round(context.num_clients * MEAN_SAMPLES * (1 - context.test_fraction))
     return DatasetShape((DIMENSION,), NUM_CLASSES, train, 4 * DIMENSION + 8)
 
 
-@registry.dataset("synthetic", SyntheticOptions, natural=True, describe=describe, context=True)
 def load(options: SyntheticOptions, rng: np.random.Generator, context: DataContext) -> Pool:
     """One device per client; ``test_fraction`` of every device's samples pooled into the test set."""
     k = context.num_clients

@@ -8,13 +8,11 @@ entropy from the successor choice) and clients differ in what they talk about.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
-from fedweb_engine.components import registry
-from fedweb_engine.components.registry import DataContext, DatasetShape, option
+from fedweb_engine.components.builtin_options import TokensOptions
+from fedweb_engine.components.registry import DataContext, DatasetShape
 from fedweb_engine.data.pool import Pool, held_out_count, writer_sizes
 
 VOCAB = 50_304
@@ -22,18 +20,11 @@ SUCCESSORS = 8  # branching of the chain: the best possible loss is about log of
 ZIPF = 1.1
 
 
-@dataclass(frozen=True)
-class TokensOptions:
-    mean_samples: int = option(100, "Mean sequences per client.", min=1, max=100_000, size=True)
-    seq_len: int = option(64, "Tokens per sequence.", min=2, max=2048)
-
-
 def describe(options: TokensOptions, context: DataContext) -> DatasetShape:
     # inputs and next tokens, int64 each
     return DatasetShape((options.seq_len,), VOCAB, context.num_clients * options.mean_samples, 2 * 8 * options.seq_len)
 
 
-@registry.dataset("tokens", TokensOptions, task="lm", natural=True, describe=describe, context=True)
 def load(options: TokensOptions, rng: np.random.Generator, context: DataContext) -> Pool:
     """Sequences of ``seq_len`` tokens: ``x`` [N, seq_len] int64 and ``y`` = ``x`` shifted by one
     (the next tokens), ``task="lm"``; clients are natural writers with lognormal sizes of mean

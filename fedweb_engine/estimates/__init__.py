@@ -1,0 +1,1 @@
+"""What a spec will cost before it runs, asked from processes that do not load torch (the web server)."""
