@@ -23,19 +23,23 @@ from django.db.models.signals import post_delete
 from django.dispatch import Signal, receiver
 from django.utils import timezone
 
+from orchestrator.experiments.edits import RunEdit, check_words
 from orchestrator.experiments.limits import check_new_spec
 from orchestrator.experiments.records import Checkpoint, LogEntry, RoundMetric, checkpoint_folder
+from orchestrator.experiments.run_summary import RunSummary, TargetStep
 from orchestrator.experiments.states import ACTIVE, FINISHED, Kind, Status, Visibility, check_team_visibility
 from orchestrator.external.models import CustomMetric, ExternalRun, MlflowExperiment, MlflowRun
 from orchestrator.fleet.sharding import RoundShard
 from orchestrator.fleet.workers import Worker, pick_queue
+from orchestrator.runs.saved import SavedView, TablePrefs
 from orchestrator.sweeps.models import Sweep
 from workers.engine.provenance import spec_provenance
 from workers.engine.spec import Spec, SpecError
 
 __all__ = [
     "ACTIVE", "FINISHED", "Checkpoint", "check_team_visibility", "CustomMetric", "Experiment", "ExternalRun", "Kind",
-    "LogEntry", "MlflowExperiment", "MlflowRun", "RoundMetric", "RoundShard", "Status", "Visibility", "Worker", "Sweep", "checkpoint_folder",
+    "LogEntry", "MlflowExperiment", "MlflowRun", "RoundMetric", "RoundShard", "RunEdit", "RunSummary", "SavedView",
+    "Status", "TablePrefs", "TargetStep", "Visibility", "Worker", "Sweep", "checkpoint_folder",
 ]  # fmt: skip
 
 
@@ -66,6 +70,7 @@ class Experiment(models.Model):
     kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.NATIVE, db_index=True)
     description = models.TextField(blank=True)
     tags = models.JSONField(default=list, blank=True)
+    notes = models.TextField(blank=True)  # Markdown, rendered without raw HTML (orchestrator.web.notes)
     # The sweep it is one run of; deleting the sweep deletes its runs.
     sweep = models.ForeignKey(Sweep, models.CASCADE, null=True, blank=True, related_name="experiments")
     spec = models.JSONField(validators=[validate_spec])
@@ -160,6 +165,23 @@ class Experiment(models.Model):
         # Valid while self.spec is still the very dict it gave (assigning another spec drops it).
         checked = getattr(self, "_checked", None)
         return checked[0] if checked is not None and checked[1] is self.spec else None
+
+    def edit_words(self, user, changes: dict) -> list[str]:
+        """Set some of its name, description, tags and notes (``edits.check_words`` first), recording
+        each changed one with ``user`` and the time; the fields that changed. The caller checks that
+        ``user`` may change the run (``access.can_control``)."""
+        changed = {k: v for k, v in check_words(changes).items() if getattr(self, k) != v}
+        if not changed:
+            return []
+        with transaction.atomic():
+            Experiment.objects.filter(pk=self.pk).update(**changed)
+            RunEdit.objects.bulk_create(
+                RunEdit(experiment=self, user=user, username=user.get_username(), field=k, old=getattr(self, k), new=v)
+                for k, v in changed.items()
+            )
+        for field, value in changed.items():
+            setattr(self, field, value)
+        return list(changed)
 
     def enable_public_link(self) -> str:
         """Make the experiment public with a new unguessable link token (any older link dies)."""

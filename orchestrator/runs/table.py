@@ -1,0 +1,194 @@
+"""The runs table: the runs a user may read, filtered, sorted and paginated in the database, or
+grouped by one or two columns with each group's count and mean ± std; and the values of a page's
+cells. The page, the CSV download and the API all build their table here.
+
+Sorting reads only the sort key and the ids (a lean query over every matching run); the page's
+rows, with their specs and summaries, are loaded for those ids alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from django.db.models import Avg, Count, F, Q, QuerySet, StdDev
+
+from orchestrator.experiments.access import experiments_visible_to, scoped
+from orchestrator.experiments.specs import flatten
+from orchestrator.experiments.states import Kind, Status
+from orchestrator.models import Experiment, Sweep
+from orchestrator.runs.conditions import Context, expression, sort_expressions
+from orchestrator.runs.jsonsql import JsonNumber, from_json
+from orchestrator.runs.query import literal
+from orchestrator.runs.vocabulary import CUSTOM, CUSTOM_FOLDS, NUMBER, SPEC, SUMMARY, Column, Vocabulary
+
+NEWEST_FIRST = ("-created", "-pk")
+
+
+@dataclass
+class TableSpec:
+    """One table's request, as the form (``orchestrator.web.runs_forms``) validated it."""
+
+    ctx: Context
+    condition: Q = field(default_factory=Q)  # the query's (conditions.to_q)
+    query: str = ""
+    columns: list[Column] = field(default_factory=list)
+    group: list[Column] = field(default_factory=list)
+    sort: Column | None = None
+    descending: bool = True
+    scope: str | None = None
+
+    def order(self) -> list:
+        if self.sort is None:
+            return list(NEWEST_FIRST)
+        return [*sort_expressions(self.sort, self.ctx, self.descending), *NEWEST_FIRST]
+
+
+def matching(user, spec: TableSpec) -> QuerySet[Experiment]:
+    """The runs ``user`` may read that the query keeps: a filter never widens what they may see."""
+    qs = scoped(experiments_visible_to(user), user, spec.scope)
+    return qs.filter(spec.condition)
+
+
+def page_ids(qs: QuerySet, spec: TableSpec, offset: int, limit: int) -> list[int]:
+    return list(qs.order_by(*spec.order()).values_list("pk", flat=True)[offset : offset + limit])
+
+
+def load(user, ids: list[int], spec: TableSpec) -> list[Experiment]:
+    """The runs ``ids``, in that order, with what their cells read (summary, owner, team, sweep,
+    the target columns as ``t_<name>``)."""
+    targets = {f"t_{c.name}": expression(c, spec.ctx) for c in spec.columns if c.to_target}
+    qs = experiments_visible_to(user).filter(pk__in=ids).select_related("owner", "team", "sweep", "summary")
+    by_id = {e.pk: e for e in qs.annotate(**targets)}
+    return [by_id[pk] for pk in ids if pk in by_id]
+
+
+def iterate(user, qs: QuerySet, spec: TableSpec, chunk: int = 500) -> Iterator[Experiment]:
+    """Every matching run in the table's order, loaded ``chunk`` at a time (the CSV download)."""
+    ids = list(qs.order_by(*spec.order()).values_list("pk", flat=True))
+    for start in range(0, len(ids), chunk):
+        yield from load(user, ids[start : start + chunk], spec)
+
+
+def _summary(run: Experiment):
+    try:
+        return run.summary
+    except Experiment.summary.RelatedObjectDoesNotExist:
+        return None
+
+
+def _dig(spec, path: str):
+    node = spec
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def value(run: Experiment, column: Column):
+    """The column's value for a run loaded by ``load``, as stored (bytes in bytes)."""
+    if column.kind == SPEC:
+        return _dig(run.spec, column.path)
+    if column.to_target:
+        return getattr(run, f"t_{column.name}", None)
+    summary = _summary(run)
+    if column.kind == CUSTOM:
+        folds = (summary.custom if summary else {}).get(column.path)
+        return folds[CUSTOM_FOLDS.index(column.name.rsplit(".", 1)[1])] if folds else None
+    if column.section == SUMMARY:
+        return getattr(summary, column.name) if summary else None
+    node = run
+    for part in column.path.split("__"):
+        node = None if node is None else getattr(node, "pk" if part == "pk" else part)
+    return node
+
+
+def best_reached(run: Experiment):
+    """The best test accuracy the run reached (what a "to target" cell shows when it never did)."""
+    summary = _summary(run)
+    return summary.best_accuracy if summary else None
+
+
+def varying(runs: list[Experiment]) -> list[str]:
+    """The spec fields whose values differ among ``runs`` (the column picker lists them first)."""
+    flat = [flatten(r.spec or {}) for r in runs]
+    keys = sorted({k for f in flat for k in f})
+    return [k for k in keys if len({repr(f.get(k)) for f in flat}) > 1]
+
+
+# -- grouping -------------------------------------------------------------------------------------
+
+
+def aggregated(spec: TableSpec) -> list[Column]:
+    """The columns a group row shows as mean ± std: the numeric ones it is not grouped by."""
+    return [c for c in spec.columns if c.kind in (SPEC, NUMBER, CUSTOM) and c not in spec.group]
+
+
+def _mean_input(column: Column, spec: TableSpec):
+    return JsonNumber("spec", column.keys) if column.kind == SPEC else expression(column, spec.ctx)
+
+
+def groups(qs: QuerySet, spec: TableSpec, offset: int, limit: int) -> tuple[list, int]:
+    """The table's groups, ``limit`` of them from ``offset`` (in the order of their values, or of the
+    sort column's mean), and how many there are: each with its key (a value per group column), run
+    count, completed count, and the mean and sample std of each numeric column over its completed runs."""
+    by = spec.group
+    keys = {f"g{i}": expression(c, spec.ctx) for i, c in enumerate(by)}
+    done = Q(status=Status.COMPLETED)
+    aggregates = {"runs": Count("pk"), "completed": Count("pk", filter=done)}
+    for i, c in enumerate(aggregated(spec)):
+        aggregates[f"n{i}"] = Count(_mean_input(c, spec), filter=done)
+        aggregates[f"mean{i}"] = Avg(_mean_input(c, spec), filter=done)
+        aggregates[f"std{i}"] = StdDev(_mean_input(c, spec), sample=True, filter=done)
+    rows = qs.order_by().values(**keys).annotate(**aggregates)
+    order = [F(k).asc(nulls_last=True) for k in keys]
+    means = aggregated(spec)
+    if spec.sort in means:
+        mean = F(f"mean{means.index(spec.sort)}")
+        order = [mean.desc(nulls_last=True) if spec.descending else mean.asc(nulls_last=True), *order]
+    total = rows.count()
+    page = list(rows.order_by(*order)[offset : offset + limit])
+    return [_group_row(row, by, spec) for row in page], total
+
+
+def _group_row(row: dict, by: list[Column], spec: TableSpec) -> dict:
+    key = [from_json(row[f"g{i}"]) if c.kind == SPEC else row[f"g{i}"] for i, c in enumerate(by)]
+    # The sample std of one value is 0 (as sweeps.stats.mean_std has it), not SQL's NULL.
+    stats = {
+        c.name: (row[f"mean{i}"], 0.0 if row[f"n{i}"] == 1 else row[f"std{i}"], row[f"n{i}"])
+        for i, c in enumerate(aggregated(spec))
+    }
+    return {"key": key, "runs": row["runs"], "completed": row["completed"], "stats": stats}
+
+
+def drill_down(spec: TableSpec, key: list) -> str:
+    """The query of one group's runs: the table's query and the group's values."""
+    parts = [f"({spec.query})"] if spec.query.strip() else []
+    parts += [f"{c.name} = {literal(v)}" for c, v in zip(spec.group, key, strict=False)]
+    return " and ".join(parts)
+
+
+def sweep_names(ids) -> dict[int, str]:
+    return dict(Sweep.objects.filter(pk__in=[i for i in ids if i is not None]).values_list("pk", "name"))
+
+
+# -- what a user's query may name -------------------------------------------------------------------
+
+OBSERVED_RUNS = 200  # the newest external runs whose config keys and metric names join the vocabulary
+
+
+def vocabulary_for(user) -> Vocabulary:
+    """The spec schema's fields, plus the config keys and custom metrics of the newest external runs
+    ``user`` may read (a script's config is free-form; a native spec follows the schema)."""
+    rows = (
+        experiments_visible_to(user)
+        .filter(kind=Kind.EXTERNAL)
+        .order_by("-created")
+        .values_list("spec", "summary__custom")[:OBSERVED_RUNS]
+    )
+    fields, metrics = set(), set()
+    for spec, custom in rows:
+        fields.update(flatten(spec) if isinstance(spec, dict) else ())
+        metrics.update(custom or ())
+    return Vocabulary(fields, metrics)
