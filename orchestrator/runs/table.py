@@ -97,7 +97,7 @@ def value(run: Experiment, column: Column):
         folds = (summary.custom if summary else {}).get(column.path)
         return folds[CUSTOM_FOLDS.index(column.name.rsplit(".", 1)[1])] if folds else None
     if column.section == SUMMARY:
-        return getattr(summary, column.name) if summary else None
+        return getattr(summary, column.path.removeprefix("summary__")) if summary else None
     node = run
     for part in column.path.split("__"):
         node = None if node is None else getattr(node, "pk" if part == "pk" else part)

@@ -10,11 +10,13 @@ import math
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.db.models import Q
 
 from accounts.models import Team
 from orchestrator.experiments.access import SCOPES
 from orchestrator.experiments.edits import clean_tags
 from orchestrator.runs.conditions import Context, to_q
+from orchestrator.runs.jsonsql import JsonHas
 from orchestrator.runs.query import QueryError, parse
 from orchestrator.runs.saved import DEFAULT_TARGET
 from orchestrator.runs.table import TableSpec, vocabulary_for
@@ -42,7 +44,9 @@ class RunsTableForm(forms.Form):
     page = forms.IntegerField(required=False, min_value=1, max_value=10**6)
     per_page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PER_PAGE)
     scope = forms.ChoiceField(required=False, choices=[("", "all"), *((s, s) for s in SCOPES), ("all", "all")])
-    status = forms.CharField(required=False)  # the API's older filter, the same as q's status = ...
+    # Older links' and scripts' filters, the same as q's "status = x" and "tag:x".
+    status = forms.CharField(required=False)
+    tag = forms.CharField(required=False)
 
     def __init__(self, data, *, user, default_columns=DEFAULT_COLUMNS, default_target=DEFAULT_TARGET):
         if hasattr(data, "getlist"):  # the page's two "group" selects send the parameter twice
@@ -108,7 +112,7 @@ class RunsTableForm(forms.Form):
         if "q" in cleaned and "target" in cleaned:  # the names and values the query uses, judged now
             ctx = Context(self.vocabulary, target=cleaned["target"])
             try:
-                cleaned["condition"] = to_q(cleaned["q"], ctx)
+                cleaned["condition"] = to_q(cleaned["q"], ctx) & _older_filters(cleaned)
             except QueryError as e:
                 self.add_error("q", str(e))
             cleaned["ctx"] = ctx
@@ -124,6 +128,11 @@ class RunsTableForm(forms.Form):
 
     def error_dict(self) -> dict[str, list[str]]:
         return {name: [str(m) for m in messages] for name, messages in self.errors.items()}
+
+
+def _older_filters(cleaned: dict) -> Q:
+    condition = Q(status=cleaned["status"]) if cleaned.get("status") else Q()
+    return condition & Q(JsonHas("tags", cleaned["tag"])) if cleaned.get("tag") else condition
 
 
 class SavedViewForm(forms.Form):

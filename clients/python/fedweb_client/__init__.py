@@ -10,11 +10,14 @@
 ``log`` only puts the round on a bounded queue: a background thread sends batches, retries with
 backoff while the server is slow or away, and writes what it could not send to a local JSONL file
 that ``python -m fedweb_client sync FILE`` uploads later. Nothing here raises into the training loop.
+
+``fedweb_client.runs(query, columns)`` reads the runs table (filtered, sorted, grouped) as rows.
 """
 
 from __future__ import annotations
 
 from fedweb_client.run import Run, init
+from fedweb_client.runs import QueryError, runs
 from fedweb_client.sync import sync
 
-__all__ = ["Run", "init", "sync"]
+__all__ = ["QueryError", "Run", "init", "runs", "sync"]
