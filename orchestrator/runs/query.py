@@ -92,6 +92,14 @@ def suggest(name: str, known, what: str = "") -> str:
     return f'; did you mean "{close[0]}"?' if close else ""
 
 
+def _suggest_operator(op: str) -> str:
+    """The operator meant: the same characters in another order (=> for >=), SQL's <> for !=, or the closest."""
+    anagram = [o for o in OPERATORS if sorted(o) == sorted(op)]
+    if anagram or op == "<>":
+        return f'; did you mean "{anagram[0] if anagram else "!="}"?'
+    return suggest(op, OPERATORS)
+
+
 def _check_characters(text: str) -> None:
     for i, c in enumerate(text):
         if unicodedata.category(c) in ("Cc", "Cs") and c not in "\t\n\r":
@@ -187,7 +195,7 @@ class _Parser:
         if nxt.text == "==":
             op = "="
         elif nxt.text not in OPERATORS:
-            raise QueryError(f'unknown operator "{nxt.text}" after {token.text}{suggest(nxt.text, OPERATORS)}', nxt.position)  # fmt: skip
+            raise QueryError(f'unknown operator "{nxt.text}" after {token.text}{_suggest_operator(nxt.text)}', nxt.position)  # fmt: skip
         else:
             op = nxt.text
         if not _FIELD.fullmatch(token.text):

@@ -8,10 +8,12 @@ rows, with their specs and summaries, are loaded for those ids alone.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from django.db.models import Avg, Count, F, Q, QuerySet, StdDev
+from django.db.models import Avg, Count, ExpressionWrapper, F, FloatField, Q, QuerySet
+from django.db.models.functions import Cast
 
 from orchestrator.experiments.access import experiments_visible_to, scoped
 from orchestrator.experiments.specs import flatten
@@ -126,7 +128,18 @@ def aggregated(spec: TableSpec) -> list[Column]:
 
 
 def _mean_input(column: Column, spec: TableSpec):
-    return JsonNumber("spec", column.keys) if column.kind == SPEC else expression(column, spec.ctx)
+    number = JsonNumber("spec", column.keys) if column.kind == SPEC else expression(column, spec.ctx)
+    return Cast(number, FloatField())  # squares of big integers (bytes) overflow no 64-bit column
+
+
+def _std(n: int, mean: float | None, mean_square: float | None) -> float | None:
+    """The sample standard deviation from a group's count, mean and mean of squares: SQL computes
+    those two everywhere, where Django's SQLite STDDEV_SAMP fails on a group with a single value."""
+    if not n or mean is None:
+        return None
+    if n == 1:
+        return 0.0  # as sweeps.stats.mean_std has it
+    return math.sqrt(max(0.0, mean_square - mean * mean) * n / (n - 1))
 
 
 def groups(qs: QuerySet, spec: TableSpec, offset: int, limit: int) -> tuple[list, int]:
@@ -138,9 +151,10 @@ def groups(qs: QuerySet, spec: TableSpec, offset: int, limit: int) -> tuple[list
     done = Q(status=Status.COMPLETED)
     aggregates = {"runs": Count("pk"), "completed": Count("pk", filter=done)}
     for i, c in enumerate(aggregated(spec)):
-        aggregates[f"n{i}"] = Count(_mean_input(c, spec), filter=done)
-        aggregates[f"mean{i}"] = Avg(_mean_input(c, spec), filter=done)
-        aggregates[f"std{i}"] = StdDev(_mean_input(c, spec), sample=True, filter=done)
+        number = _mean_input(c, spec)
+        aggregates[f"n{i}"] = Count(number, filter=done)
+        aggregates[f"mean{i}"] = Avg(number, filter=done)
+        aggregates[f"square{i}"] = Avg(ExpressionWrapper(number * number, output_field=FloatField()), filter=done)
     rows = qs.order_by().values(**keys).annotate(**aggregates)
     order = [F(k).asc(nulls_last=True) for k in keys]
     means = aggregated(spec)
@@ -154,9 +168,8 @@ def groups(qs: QuerySet, spec: TableSpec, offset: int, limit: int) -> tuple[list
 
 def _group_row(row: dict, by: list[Column], spec: TableSpec) -> dict:
     key = [from_json(row[f"g{i}"]) if c.kind == SPEC else row[f"g{i}"] for i, c in enumerate(by)]
-    # The sample std of one value is 0 (as sweeps.stats.mean_std has it), not SQL's NULL.
     stats = {
-        c.name: (row[f"mean{i}"], 0.0 if row[f"n{i}"] == 1 else row[f"std{i}"], row[f"n{i}"])
+        c.name: (row[f"mean{i}"], _std(row[f"n{i}"], row[f"mean{i}"], row[f"square{i}"]), row[f"n{i}"])
         for i, c in enumerate(aggregated(spec))
     }
     return {"key": key, "runs": row["runs"], "completed": row["completed"], "stats": stats}
