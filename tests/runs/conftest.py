@@ -7,6 +7,7 @@ import copy
 import pytest
 
 from orchestrator.models import Experiment, RoundMetric
+from tests.accounts.world import fast_password_hashing  # noqa: F401  (autouse)
 from tests.conftest import TINY_SPEC
 from tests.factories import round_result
 from tests.web.conftest import alice_client  # noqa: F401

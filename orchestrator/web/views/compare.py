@@ -47,7 +47,7 @@ def to_target_text(rounds: list[dict], target: float) -> str:
         best = summary["best_accuracy"]
         return "–" + (f" (best {best:.4f})" if best is not None else "")
     parts = [f"round {step['round']}", f"{step['seconds']:.1f} s" if step["seconds"] is not None else ""]
-    parts.append(f"{step['bytes'] / 1e6:.2f} MB" if step["bytes"] is not None else "")
+    parts.append(f"{step['bytes'] / 1e6:.3g} MB" if step["bytes"] is not None else "")
     parts.append(f"ε {step['epsilon']:.3f}" if step["epsilon"] is not None else "")
     return " · ".join(p for p in parts if p)
 
