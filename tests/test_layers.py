@@ -48,6 +48,7 @@ LAYERS: dict[str, int] = {
     "orchestrator.models": DOMAIN,
     "orchestrator.experiments": DOMAIN,
     "orchestrator.sweeps": DOMAIN,
+    "orchestrator.runs": DOMAIN,  # the runs table: its query language, vocabulary, saved views
     "orchestrator.sweeps.charts": WEB,  # a sweep's charts: built on the web's chart helpers
     "orchestrator.fleet": DOMAIN,
     "orchestrator.fleet.priority": WEB,  # the priority page's and API's views

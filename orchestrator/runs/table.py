@@ -20,7 +20,7 @@ from orchestrator.experiments.specs import flatten
 from orchestrator.experiments.states import Kind, Status
 from orchestrator.models import Experiment, Sweep
 from orchestrator.runs.conditions import Context, expression, sort_expressions
-from orchestrator.runs.jsonsql import JsonNumber, from_json
+from orchestrator.runs.jsonsql import JsonNumber, JsonText, from_json
 from orchestrator.runs.query import literal
 from orchestrator.runs.vocabulary import CUSTOM, CUSTOM_FOLDS, NUMBER, SPEC, SUMMARY, Column, Vocabulary
 
@@ -148,6 +148,12 @@ def groups(qs: QuerySet, spec: TableSpec, offset: int, limit: int) -> tuple[list
     count, completed count, and the mean and sample std of each numeric column over its completed runs."""
     by = spec.group
     keys = {f"g{i}": expression(c, spec.ctx) for i, c in enumerate(by)}
+    order_keys = []
+    for i, c in enumerate(by):
+        if c.kind == SPEC:  # a spec field's groups go numbers first, in numeric order, then texts
+            keys.update({f"g{i}n": JsonNumber("spec", c.keys), f"g{i}t": JsonText("spec", c.keys)})
+            order_keys += [f"g{i}n", f"g{i}t"]
+        order_keys.append(f"g{i}")
     done = Q(status=Status.COMPLETED)
     aggregates = {"runs": Count("pk"), "completed": Count("pk", filter=done)}
     for i, c in enumerate(aggregated(spec)):
@@ -156,7 +162,7 @@ def groups(qs: QuerySet, spec: TableSpec, offset: int, limit: int) -> tuple[list
         aggregates[f"mean{i}"] = Avg(number, filter=done)
         aggregates[f"square{i}"] = Avg(ExpressionWrapper(number * number, output_field=FloatField()), filter=done)
     rows = qs.order_by().values(**keys).annotate(**aggregates)
-    order = [F(k).asc(nulls_last=True) for k in keys]
+    order = [F(k).asc(nulls_last=True) for k in order_keys]
     means = aggregated(spec)
     if spec.sort in means:
         mean = F(f"mean{means.index(spec.sort)}")
