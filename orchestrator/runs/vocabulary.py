@@ -96,7 +96,9 @@ TARGET_COLUMNS = (
              BY_KEY[k].digits, BY_KEY[k].unit) for k in COSTS),
 )  # fmt: skip
 FIXED = {c.name: c for c in (*RUN_COLUMNS, *SUMMARY_COLUMNS, *TARGET_COLUMNS)}
-DEFAULT_COLUMNS = ("status", "round", *(c.name for c in SUMMARY_COLUMNS), "tag", "owner", "created")
+# What a new user's table shows (the picker adds any other): the summaries but the least read ones.
+DEFAULT_COLUMNS = ("status", "round", *(c.name for c in SUMMARY_COLUMNS if c.name not in ("best_loss", "rounds")),
+                   "tag", "owner", "created")  # fmt: skip
 TEXT_SEARCH = ("name", "description", "tag")  # what a bare word looks in
 
 

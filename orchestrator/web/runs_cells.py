@@ -80,5 +80,5 @@ def key_text(column: Column, key, sweeps: dict[int, str]) -> str:
     if column.name == "sweep":
         return f"{sweeps.get(key, 'sweep')} #{key}" if key is not None else "not in a sweep"
     if key is None:
-        return f"no {column.name}"
+        return "(none)"
     return text(column, key)

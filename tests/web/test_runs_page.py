@@ -166,3 +166,21 @@ def test_words_are_for_those_who_may_change_the_run(runs):
     assert "words-form" not in signed_in(viewer).get(f"/experiments/{runs.r4.pk}/").content.decode()
     assert signed_in(runs.alice).post(url, {"name": "renamed by alice"}).status_code == 302
     assert not RunEdit.objects.exclude(username="alice").exists()
+
+
+def test_the_compare_page_takes_a_query_and_follows_the_table_s_grouping(runs):
+    html = (
+        signed_in(runs.alice)
+        .get("/compare/", {"q": "kind = native", "group": "algorithm.client.name"})
+        .content.decode()
+    )
+    assert "Grouped by" in html and 'id="groups"' in html
+    groups = dict(re.findall(r"<tr><td>([^<]*)</td><td>((?:#\d+ )+)", html))
+    ids = lambda *rs: "".join(f"#{r.pk} " for r in rs)  # noqa: E731
+    assert groups == {
+        "name=&quot;scaffold&quot;": ids(runs.r4, runs.r3, runs.r2),
+        "name=&quot;fedavg&quot;": ids(runs.r1),
+    }
+    figures = re.search(r'<script id="charts-data" type="application/json">(.*?)</script>', html, re.S).group(1)
+    assert figures.count('"role": "mean"') >= 2  # a band per group on the charts
+    assert "carol" not in html and "bob private" not in html
