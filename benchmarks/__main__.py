@@ -26,6 +26,7 @@ from benchmarks import (
     pfl_cifar10,
     recovery,
     round_state,
+    runs_table,
     scheduling,
     shards,
     socket_close,
@@ -53,12 +54,13 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "ingest_live": ingest_live.run,
     "e2e_overhead": e2e_overhead.run,
     "algorithms": algorithms.run,
+    "runs_table": runs_table.run,
 }
-# Left out of `all`: they need a Redis and start worker or daphne processes, or (client_log, algorithms)
-# time no engine, or (client_state) write and read tens of GB of per-client rows over minutes.
+# Left out of `all`: they need a Redis and start worker or daphne processes, or (client_log, algorithms,
+# runs_table) time no engine, or (client_state, runs_table) write tens of GB of rows over minutes.
 NOT_IN_ALL = {
     "shards", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead", "client_state", "ingest_live",
-    "algorithms",
+    "algorithms", "runs_table",
 }  # fmt: skip
 
 

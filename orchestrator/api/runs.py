@@ -63,8 +63,8 @@ def list_runs(request: Request) -> Response:
         found, total = table.groups(qs, spec, (page - 1) * size, size)
         results = [_group(g, spec) for g in found]
     else:
-        total = qs.count()
-        runs = table.load(request.user, table.page_ids(qs, spec, (page - 1) * size, size), spec)
+        ids, total = table.page(qs, spec, (page - 1) * size, size)
+        runs = table.load(request.user, ids, spec)
         rows = ExperimentSerializer(runs, many=True, context={"request": request}).data
         for row, run in zip(rows, runs, strict=True):
             row["values"] = {c.name: _number(c, table.value(run, c)) for c in spec.columns}

@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from django.db.models import Avg, Count, ExpressionWrapper, F, FloatField, Q, QuerySet
+from django.db.models import Avg, Count, ExpressionWrapper, F, FloatField, Q, QuerySet, Window
 from django.db.models.functions import Cast
 
 from orchestrator.experiments.access import experiments_visible_to, scoped
@@ -25,6 +25,7 @@ from orchestrator.runs.query import literal
 from orchestrator.runs.vocabulary import CUSTOM, CUSTOM_FOLDS, NUMBER, SPEC, SUMMARY, Column, Vocabulary
 
 NEWEST_FIRST = ("-created", "-pk")
+MAX_GROUPS = 5000  # a grouping with more groups than this shows the first ones
 
 
 @dataclass
@@ -54,6 +55,16 @@ def matching(user, spec: TableSpec) -> QuerySet[Experiment]:
 
 def page_ids(qs: QuerySet, spec: TableSpec, offset: int, limit: int) -> list[int]:
     return list(qs.order_by(*spec.order()).values_list("pk", flat=True)[offset : offset + limit])
+
+
+def page(qs: QuerySet, spec: TableSpec, offset: int, limit: int) -> tuple[list[int], int]:
+    """A page's ids in the table's order, and how many runs match: one pass over the matching runs
+    (the count rides along as a window), where a COUNT query would filter them all a second time."""
+    counted = qs.order_by(*spec.order()).annotate(matching=Window(Count("pk"))).values_list("pk", "matching")
+    rows = list(counted[offset : offset + limit])
+    if rows:
+        return [pk for pk, _ in rows], rows[0][1]
+    return [], qs.count()  # a page past the end says how many there are
 
 
 def load(user, ids: list[int], spec: TableSpec) -> list[Experiment]:
@@ -167,9 +178,9 @@ def groups(qs: QuerySet, spec: TableSpec, offset: int, limit: int) -> tuple[list
     if spec.sort in means:
         mean = F(f"mean{means.index(spec.sort)}")
         order = [mean.desc(nulls_last=True) if spec.descending else mean.asc(nulls_last=True), *order]
-    total = rows.count()
-    page = list(rows.order_by(*order)[offset : offset + limit])
-    return [_group_row(row, by, spec) for row in page], total
+    # Every group at once (they are few; at most MAX_GROUPS), sliced here: no second pass to count them.
+    found = list(rows.order_by(*order)[:MAX_GROUPS])
+    return [_group_row(row, by, spec) for row in found[offset : offset + limit]], len(found)
 
 
 def _group_row(row: dict, by: list[Column], spec: TableSpec) -> dict:

@@ -110,6 +110,30 @@
   });
   document.querySelectorAll("#group-1, #group-2, #target").forEach((el) => el.addEventListener("change", () => $("filters").submit()));
 
+  // -- the names the page lists: the group selects, the builder's field list, the column picker ---------
+  for (const select of document.querySelectorAll("#group-1, #group-2")) {
+    for (const f of fields) {
+      if (f.group && f.name !== select.dataset.selected) select.add(new Option(f.name, f.name));
+    }
+  }
+  const datalist = $("b-fields");
+  for (const f of fields) datalist.appendChild(new Option(f.name, f.name));
+  const sections = $("picker-sections");
+  if (sections) {
+    for (const [title, names] of JSON.parse($("picker-data").textContent)) {
+      const set = document.createElement("fieldset");
+      set.appendChild(document.createElement("legend")).textContent = title;
+      for (const name of names) {
+        const label = set.appendChild(document.createElement("label"));
+        label.dataset.name = name;
+        const box = label.appendChild(document.createElement("input"));
+        Object.assign(box, { type: "checkbox", value: name, checked: title === "Shown" });
+        label.append(` ${name}`);
+      }
+      sections.appendChild(set);
+    }
+  }
+
   // -- the column picker: the ticked names, in the order shown, become the columns --------------------
   const picker = document.querySelector("form.picker");
   if (picker) {

@@ -49,7 +49,9 @@ def runs(
     rows: list[dict] = []
     page = 1
     while limit is None or len(rows) < limit:
-        answer = _get(f"{base}/api/experiments/?{urlencode({**params, 'page': page, 'page_size': page_size})}", token, timeout)
+        answer = _get(
+            f"{base}/api/experiments/?{urlencode({**params, 'page': page, 'page_size': page_size})}", token, timeout
+        )
         rows += [_row(r, answer) for r in answer["results"]]
         if page * page_size >= answer["count"] or not answer["results"]:
             break

@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 
 from orchestrator.experiments.access import SCOPES
 from orchestrator.external.liveness import mark_crashed
@@ -74,8 +75,8 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
         found, total = table.groups(qs, spec, (page - 1) * per_page, per_page)
         ctx["groups"] = _group_rows(found, spec, ctx["params"])
     else:
-        total = qs.count()
-        runs = table.load(request.user, table.page_ids(qs, spec, (page - 1) * per_page, per_page), spec)
+        ids, total = table.page(qs, spec, (page - 1) * per_page, per_page)
+        runs = table.load(request.user, ids, spec)
         ctx["rows"] = _rows(runs, spec)
         ctx["varying"] = table.varying(runs)
     ctx.update(_pages(total, page, per_page), headers=_headers(spec), total=total)
@@ -85,7 +86,8 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
 
 def _chrome(request: HttpRequest, form: RunsTableForm) -> dict:
     """What the page shows whatever the table: scopes, saved views, the names for autocompletion."""
-    fields = [{"name": n, "doc": _doc(n, form)} for n in form.vocabulary.names()]
+    vocabulary = form.vocabulary
+    fields = [{"name": n, "doc": _doc(n, form), "group": vocabulary.get(n).groupable} for n in vocabulary.names()]
     return {
         "scopes": ("all", *SCOPES),
         "scope": request.GET.get("scope") or "all",
@@ -94,7 +96,7 @@ def _chrome(request: HttpRequest, form: RunsTableForm) -> dict:
         "view_id": request.GET.get("view", ""),
         "save_form": SavedViewForm(user=request.user),
         "fields": fields,
-        "group_fields": [f["name"] for f in fields if form.vocabulary.get(f["name"]).groupable],
+        "picker": [],
     }
 
 
@@ -105,7 +107,16 @@ def _doc(name: str, form: RunsTableForm) -> str:
 
 def _rows(runs, spec: table.TableSpec) -> list[dict]:
     sweeps = table.sweep_names({r.sweep_id for r in runs})
-    return [{"run": r, "sweep": sweeps.get(r.sweep_id), "cells": [cell(r, c) for c in spec.columns]} for r in runs]
+    base = reverse("experiment_detail", args=[0]).removesuffix("0/")  # one reverse for the page's links
+    return [
+        {
+            "run": r,
+            "url": f"{base}{r.pk}/",
+            "sweep": sweeps.get(r.sweep_id),
+            "cells": [cell(r, c) for c in spec.columns],
+        }
+        for r in runs
+    ]
 
 
 def _headers(spec: table.TableSpec) -> list[dict]:
