@@ -12,7 +12,8 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from django.db.models import Avg, Count, ExpressionWrapper, F, FloatField, Q, QuerySet, Window
+from django.db import connection
+from django.db.models import Case, Count, FloatField, Q, QuerySet, Value, When, Window
 from django.db.models.functions import Cast
 
 from orchestrator.experiments.access import experiments_visible_to, scoped
@@ -26,6 +27,7 @@ from orchestrator.runs.vocabulary import CUSTOM, CUSTOM_FOLDS, NUMBER, SPEC, SUM
 
 NEWEST_FIRST = ("-created", "-pk")
 MAX_GROUPS = 5000  # a grouping with more groups than this shows the first ones
+INNER_LIMIT = 10**9  # no table has more runs: only there to keep the grouped query's inner query apart
 
 
 @dataclass
@@ -156,40 +158,50 @@ def _std(n: int, mean: float | None, mean_square: float | None) -> float | None:
 def groups(qs: QuerySet, spec: TableSpec, offset: int, limit: int) -> tuple[list, int]:
     """The table's groups, ``limit`` of them from ``offset`` (in the order of their values, or of the
     sort column's mean), and how many there are: each with its key (a value per group column), run
-    count, completed count, and the mean and sample std of each numeric column over its completed runs."""
-    by = spec.group
-    keys = {f"g{i}": expression(c, spec.ctx) for i, c in enumerate(by)}
-    order_keys = []
-    for i, c in enumerate(by):
+    count, completed count, and the mean and sample std of each numeric column over its completed runs.
+
+    The runs' keys and values are computed once per run in an inner query, which the outer one
+    groups: aggregating the expressions directly made SQLite evaluate each JSON path and "to
+    target" subquery once per aggregate (4 times a column), 160 ms of a 10,000-run table.
+    """
+    means = aggregated(spec)
+    inner, order_keys = {}, []
+    for i, c in enumerate(spec.group):
+        inner[f"g{i}"] = expression(c, spec.ctx)
         if c.kind == SPEC:  # a spec field's groups go numbers first, in numeric order, then texts
-            keys.update({f"g{i}n": JsonNumber("spec", c.keys), f"g{i}t": JsonText("spec", c.keys)})
+            inner.update({f"g{i}n": JsonNumber("spec", c.keys), f"g{i}t": JsonText("spec", c.keys)})
             order_keys += [f"g{i}n", f"g{i}t"]
         order_keys.append(f"g{i}")
-    done = Q(status=Status.COMPLETED)
-    aggregates = {"runs": Count("pk"), "completed": Count("pk", filter=done)}
+    keys = list(inner)
+    inner.update({f"v{i}": _mean_input(c, spec) for i, c in enumerate(means)})
+    inner["done"] = Case(When(status=Status.COMPLETED, then=Value(1)), default=Value(0))
+    # The LIMIT keeps SQLite and PostgreSQL from merging the inner query into the outer one.
+    sql, params = qs.order_by().annotate(**inner).values(*inner)[:INNER_LIMIT].query.sql_with_params()
+    q = connection.ops.quote_name
+    select = [*map(q, keys), "COUNT(*)", "SUM(done)"]
+    for i in range(len(means)):
+        v = q(f"v{i}")
+        select += [f"COUNT(CASE WHEN done = 1 THEN {v} END)", f"AVG(CASE WHEN done = 1 THEN {v} END)",
+                   f"AVG(CASE WHEN done = 1 THEN {v} * {v} END)"]  # fmt: skip
+    order = [f"{q(k)} ASC NULLS LAST" for k in order_keys]
+    if spec.sort in means:  # the sort column's mean: its AVG, the 2nd of its three
+        position = len(keys) + 2 + 3 * means.index(spec.sort) + 2
+        order.insert(0, f"{position} {'DESC' if spec.descending else 'ASC'} NULLS LAST")
+    outer = (f"SELECT {', '.join(select)} FROM ({sql}) AS runs GROUP BY {', '.join(map(q, keys))} "
+             f"ORDER BY {', '.join(order)} LIMIT {MAX_GROUPS}")  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(outer, params)
+        found = [_group_row(dict(zip(keys, row, strict=False)), row[len(keys) :], spec) for row in cursor.fetchall()]
+    return found[offset : offset + limit], len(found)
+
+
+def _group_row(key_values: dict, counts: tuple, spec: TableSpec) -> dict:
+    key = [from_json(key_values[f"g{i}"]) if c.kind == SPEC else key_values[f"g{i}"] for i, c in enumerate(spec.group)]
+    stats = {}
     for i, c in enumerate(aggregated(spec)):
-        number = _mean_input(c, spec)
-        aggregates[f"n{i}"] = Count(number, filter=done)
-        aggregates[f"mean{i}"] = Avg(number, filter=done)
-        aggregates[f"square{i}"] = Avg(ExpressionWrapper(number * number, output_field=FloatField()), filter=done)
-    rows = qs.order_by().values(**keys).annotate(**aggregates)
-    order = [F(k).asc(nulls_last=True) for k in order_keys]
-    means = aggregated(spec)
-    if spec.sort in means:
-        mean = F(f"mean{means.index(spec.sort)}")
-        order = [mean.desc(nulls_last=True) if spec.descending else mean.asc(nulls_last=True), *order]
-    # Every group at once (they are few; at most MAX_GROUPS), sliced here: no second pass to count them.
-    found = list(rows.order_by(*order)[:MAX_GROUPS])
-    return [_group_row(row, by, spec) for row in found[offset : offset + limit]], len(found)
-
-
-def _group_row(row: dict, by: list[Column], spec: TableSpec) -> dict:
-    key = [from_json(row[f"g{i}"]) if c.kind == SPEC else row[f"g{i}"] for i, c in enumerate(by)]
-    stats = {
-        c.name: (row[f"mean{i}"], _std(row[f"n{i}"], row[f"mean{i}"], row[f"square{i}"]), row[f"n{i}"])
-        for i, c in enumerate(aggregated(spec))
-    }
-    return {"key": key, "runs": row["runs"], "completed": row["completed"], "stats": stats}
+        n, mean, square = counts[2 + 3 * i : 5 + 3 * i]
+        stats[c.name] = (mean, _std(n, mean, square), n)
+    return {"key": key, "runs": counts[0], "completed": int(counts[1] or 0), "stats": stats}
 
 
 def drill_down(spec: TableSpec, key: list) -> str:
