@@ -19,7 +19,7 @@ from rest_framework.response import Response
 
 from accounts.models import Membership
 from fedweb.inputs import MAX_INT, parse_int
-from orchestrator.api.runs import LIST_PARAMS, list_runs
+from orchestrator.api.runs import LIST_PARAMS, RunsPageSerializer, list_runs
 from orchestrator.api.serializers import (
     ExperimentCreateSerializer,
     ExperimentQueuedSerializer,
@@ -45,7 +45,7 @@ class CSVRenderer(renderers.BaseRenderer):
         return data if isinstance(data, str | bytes) else str(data)
 
 
-@extend_schema(methods=["GET"], parameters=LIST_PARAMS, responses=ExperimentSerializer(many=True))
+@extend_schema(methods=["GET"], parameters=LIST_PARAMS, responses=RunsPageSerializer)
 @extend_schema(methods=["POST"], request=ExperimentCreateSerializer, responses={201: ExperimentQueuedSerializer})
 @api_view(["GET", "POST"])
 def experiments(request: Request) -> Response:

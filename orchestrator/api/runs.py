@@ -10,6 +10,7 @@ group: its ``key`` (a value per group column), ``runs``, ``completed`` and, per 
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -30,6 +31,28 @@ LIST_PARAMS = [
     OpenApiParameter("scope", str, enum=access.SCOPES, description="mine, team (my teams') or shared (public link)"),
     OpenApiParameter("status", str, description="Only experiments with this status (the same as q's status = ...)"),
 ]
+
+
+class RunRowSerializer(ExperimentSerializer):
+    """A row of the table: the experiment, and its requested columns' values (documentation only)."""
+
+    values = serializers.DictField(help_text="Each requested column's value, numbers in the table's unit")
+
+    class Meta(ExperimentSerializer.Meta):
+        fields = [*ExperimentSerializer.Meta.fields, "values"]
+        read_only_fields = fields
+
+
+class RunsPageSerializer(serializers.Serializer):
+    """``GET /api/experiments/``'s answer (grouped, each result is a group: key, runs, completed, values)."""
+
+    count = serializers.IntegerField(help_text="Matching runs (or groups)")
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    columns = serializers.ListField(child=serializers.CharField())
+    group = serializers.ListField(child=serializers.CharField())
+    target = serializers.FloatField()
+    results = RunRowSerializer(many=True)
 
 
 def _number(column: Column, raw):

@@ -24,8 +24,9 @@ class SavedView(models.Model):
     """A named table: query, columns, grouping, sort and target; shared with ``team`` when set."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="saved_views")
-    # Shared with the team's members (every role reads it); only the owner changes or deletes it.
-    team = models.ForeignKey("accounts.Team", models.CASCADE, null=True, blank=True, related_name="saved_views")
+    # Shared with the team's members (every role reads it); only the owner changes or deletes it. A
+    # deleted team leaves the view to its owner alone.
+    team = models.ForeignKey("accounts.Team", models.SET_NULL, null=True, blank=True, related_name="saved_views")
     name = models.CharField(max_length=100)
     query = models.TextField(blank=True)
     columns = models.JSONField(default=list, blank=True)
