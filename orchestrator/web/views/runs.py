@@ -13,6 +13,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.safestring import SafeString
 
 from orchestrator.experiments.access import SCOPES
 from orchestrator.external.liveness import mark_crashed
@@ -20,7 +21,7 @@ from orchestrator.models import Status, TablePrefs
 from orchestrator.runs import table
 from orchestrator.runs.saved import views_for
 from orchestrator.runs.vocabulary import DEFAULT_COLUMNS, FIXED, RUN, SUMMARY, TARGET
-from orchestrator.web.runs_cells import cell, key_text, stats_text, text
+from orchestrator.web.runs_cells import cell, cell_html, key_text, stats_text, text
 from orchestrator.web.runs_forms import PER_PAGE, RunsTableForm, SavedViewForm
 
 PARAMS = ("q", "columns", "group", "sort", "target", "scope")
@@ -108,15 +109,12 @@ def _doc(name: str, form: RunsTableForm) -> str:
 def _rows(runs, spec: table.TableSpec) -> list[dict]:
     sweeps = table.sweep_names({r.sweep_id for r in runs})
     base = reverse("experiment_detail", args=[0]).removesuffix("0/")  # one reverse for the page's links
-    return [
-        {
-            "run": r,
-            "url": f"{base}{r.pk}/",
-            "sweep": sweeps.get(r.sweep_id),
-            "cells": [cell(r, c) for c in spec.columns],
-        }
-        for r in runs
-    ]
+    rows = []
+    for r in runs:
+        cells = [cell(r, c) for c in spec.columns]
+        html = SafeString("".join(cell_html(r, c, sweeps.get(r.sweep_id)) for c in cells))
+        rows.append({"run": r, "url": f"{base}{r.pk}/", "cells": cells, "html": html})
+    return rows
 
 
 def _headers(spec: table.TableSpec) -> list[dict]:
