@@ -107,7 +107,11 @@ def _visible_to(model, user) -> QuerySet:
     )
     if user.is_superuser:
         return qs
-    shared = Q(visibility__in=[Visibility.TEAM, Visibility.PUBLIC], access_team_role__isnull=False)
+    # The same rule as "has a team role" (access_team_role), written as membership of the row's team:
+    # the database reads the user's teams once, where the role's subquery ran once per row (on a
+    # 10,000-run table, most of the time of PostgreSQL's pass over it).
+    teams = Membership.objects.filter(user=user).order_by().values("team")
+    shared = Q(visibility__in=[Visibility.TEAM, Visibility.PUBLIC], team__in=teams)
     return qs.filter(Q(owner=user) | shared)
 
 

@@ -36,7 +36,7 @@ def test_it_generates_both_databases_and_times_every_query(tmp_path):
         assert database["database"] == kind and database["rounds"] == 60 * 12 and 0 < database["visible_runs"] < 60
         assert set(database["queries"]) == set(QUERIES)
         for name, timing in database["queries"].items():
-            assert 0 < timing["p50_ms"] <= timing["p95_ms"] <= timing["max_ms"], name
+            assert 0 < timing["p50_ms"] <= timing["p95_ms"] <= timing["max_ms"] and timing["cpu_p50_ms"] > 0, name
             if "page" not in QUERIES[name]:  # a tiny table has no page 20
                 assert timing["rows"] > 0, name  # every query finds runs in the generated data
-        assert database["api_first_page"]["count"] == database["visible_runs"]
+        assert database["api_first_page"]["count"] == database["visible_runs"] and len(database["load_1min"]) == 2
