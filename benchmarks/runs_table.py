@@ -6,7 +6,13 @@ when it answers, dropped afterwards), generates ``--size full``: 10,000 runs x 1
 300 x 40; ``runs_table_data.py``), then times in-process requests of the list page (the test
 client: URL routing, middleware, the view, the template) for five representative queries, and the
 API's first page, as a member of the team that holds ~90% of the runs. The record holds p50 and
-p95 per query and database, the answer's size and rows, and whether p95 met the goal (300 ms).
+p95 per query and database, each request's CPU time (the web process's and the database's: on a
+shared machine the wall time also counts the waits for a core), the answer's size and rows, the load,
+and whether p95 met the goal (300 ms).
+
+``FEDWEB_RUNS_TABLE_KEEP=<folder>`` keeps both databases (the SQLite file in that folder, the
+PostgreSQL database ``fedweb_runs_table_<size>``) and a note of what was generated: a later run with
+the same folder measures them again without generating them (the data is seeded: the same each time).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from benchmarks.common import Options, machine
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = {"small": (300, 40), "full": (10_000, 1_000)}
 SIZE_ENV = "FEDWEB_RUNS_TABLE_SIZE"  # "RUNSxROUNDS" instead of the size's (tests, trials)
+KEEP_ENV = "FEDWEB_RUNS_TABLE_KEEP"
 REPEATS = {"small": 5, "full": 30}
 GOAL_P95_MS = 300.0
 DEFAULT_POSTGRES = "postgres://postgres@127.0.0.1:5432/postgres"
@@ -103,28 +110,38 @@ def _postgres_server() -> str | None:
 
 def _in_child(kind: str, size: str) -> dict:
     """Generate and measure one database in a child process (Django binds to one database per process)."""
+    keep = Path(os.environ[KEEP_ENV]) if os.environ.get(KEEP_ENV) else None
     with tempfile.TemporaryDirectory(prefix="fedweb-runs-table-") as tmp:
-        admin = None
+        folder = keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        note = folder / f"runs_table-{size}-{kind}.json"  # what a kept database holds
+        admin = name = None
         if kind == "sqlite":
-            url = f"sqlite:///{tmp}/bench.sqlite3"
+            url = f"sqlite:///{folder}/runs_table-{size}.sqlite3"
         else:
             admin = _postgres_server()
             if admin is None:
                 return {"skipped": "no PostgreSQL answers (set FEDWEB_BENCH_DATABASE_URL)"}
-            name = f"fedweb_bench_{uuid.uuid4().hex[:8]}"
-            _admin(admin, f'CREATE DATABASE "{name}"')
+            name = f"fedweb_runs_table_{size}" if keep else f"fedweb_bench_{uuid.uuid4().hex[:8]}"
+            if not (keep and note.exists()):
+                _admin(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                _admin(admin, f'CREATE DATABASE "{name}"')
             url = admin.rsplit("/", 1)[0] + "/" + name
         out = Path(tmp) / "record.json"
         env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "fedweb.settings", "PYTHONPATH": str(ROOT),
                "FEDWEB_DATA_DIR": tmp, "DEBUG": "0", "LOG_LEVEL": "WARNING"}  # fmt: skip
+        args = ["--child", size, str(out), *(["--reuse", str(note)] if keep and note.exists() else [])]
         try:
-            done = subprocess.run([sys.executable, "-m", "benchmarks.runs_table", "--child", size, str(out)], cwd=ROOT,
-                                  env=env, timeout=4 * 3600)  # fmt: skip
+            done = subprocess.run([sys.executable, "-m", "benchmarks.runs_table", *args], cwd=ROOT, env=env,
+                                  timeout=4 * 3600)  # fmt: skip
             if done.returncode:
                 return {"error": f"the child exited {done.returncode}"}
-            return json.loads(out.read_text())
+            record = json.loads(out.read_text())
+            if keep and not note.exists():
+                note.write_text(json.dumps({k: record[k] for k in GENERATED}))
+            return record
         finally:
-            if admin:
+            if admin and not keep:
                 _admin(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -173,7 +190,10 @@ def _time(client, path: str, params: dict, repeats: int, database_cpu) -> dict:
     }  # fmt: skip
 
 
-def child(size: str, out: Path) -> None:
+GENERATED = ("reader", "experiments", "rounds", "target_steps", "generate_seconds")
+
+
+def child(size: str, out: Path, reuse: Path | None = None) -> None:
     import django
 
     django.setup()
@@ -186,14 +206,17 @@ def child(size: str, out: Path) -> None:
     from benchmarks.runs_table_data import generate
 
     settings.ALLOWED_HOSTS = ["*"]
-    call_command("migrate", verbosity=0)
-    if connection.vendor == "sqlite":  # a throwaway file: no fsync while it is filled
-        with connection.cursor() as cursor:
-            cursor.execute("PRAGMA synchronous=OFF")
-    counts = generate(*_size(size))
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")  # as autovacuum would after a load: the planner's statistics
+    if reuse:  # a kept database, generated by an earlier run
+        counts = {**json.loads(reuse.read_text()), "reused": True}
+    else:
+        call_command("migrate", verbosity=0)
+        if connection.vendor == "sqlite":  # a throwaway file: no fsync while it is filled
+            with connection.cursor() as cursor:
+                cursor.execute("PRAGMA synchronous=OFF")
+        counts = generate(*_size(size))
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE")  # as autovacuum would after a load: the planner's statistics
     client = Client()
     client.force_login(get_user_model().objects.get(username=counts["reader"]))
     client.get("/")
@@ -211,5 +234,6 @@ def child(size: str, out: Path) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--child", nargs=2, metavar=("SIZE", "OUT"), required=True)
+    parser.add_argument("--reuse", type=Path, help="a kept database's note: measure it without generating")
     args = parser.parse_args()
-    child(args.child[0], Path(args.child[1]))
+    child(args.child[0], Path(args.child[1]), args.reuse)
