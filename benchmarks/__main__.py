@@ -1,10 +1,10 @@
 """``python -m benchmarks NAME [--size small|full] [--device D] [--precision P] [--real]``.
 
 Runs one benchmark (or ``all``), writes ``benchmarks/results/<name>-<size>-<devicekind>.json``
-(``$FEDWEB_BENCH_RESULTS`` overrides the folder) and prints a table row per benchmark. ``shards``, ``recovery``,
+(``$FEDWEB_BENCH_RESULTS`` overrides the folder) and prints a table row per benchmark. ``recovery``,
 ``socket_close``, ``viewers``, ``ingest_live``, ``e2e_overhead`` and ``scheduling --real`` start real processes on
-the Redis at ``$REDIS_URL``; ``all`` leaves those out, ``client_log`` (which times no engine) and ``client_state``
-(minutes of disk I/O).
+the Redis at ``$REDIS_URL``; ``all`` leaves those out, ``distributed`` (minutes of fresh processes), ``client_log``
+(which times no engine) and ``client_state`` (minutes of disk I/O).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from benchmarks import (
     algorithms,
     client_log,
     client_state,
+    distributed,
     e2e_overhead,
     engine_overhead,
     flute_femnist,
@@ -28,7 +29,7 @@ from benchmarks import (
     round_state,
     runs_table,
     scheduling,
-    shards,
+    search,
     socket_close,
     tff_accelerators,
     viewers,
@@ -46,7 +47,7 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "round_state": round_state.run,
     "client_state": client_state.run,
     "scheduling": scheduling.run,
-    "shards": shards.run,
+    "distributed": distributed.run,
     "recovery": recovery.run,
     "socket_close": socket_close.run,
     "viewers": viewers.run,
@@ -54,13 +55,14 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "ingest_live": ingest_live.run,
     "e2e_overhead": e2e_overhead.run,
     "algorithms": algorithms.run,
+    "search": search.run,
     "runs_table": runs_table.run,
 }
 # Left out of `all`: they need a Redis and start worker or daphne processes, or (client_log, algorithms,
-# runs_table) time no engine, or (client_state, runs_table) write tens of GB of rows over minutes.
+# search, runs_table) time no engine, or (client_state, runs_table) write tens of GB of rows over minutes.
 NOT_IN_ALL = {
-    "shards", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead", "client_state", "ingest_live",
-    "algorithms", "runs_table",
+    "distributed", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead", "client_state", "ingest_live",
+    "algorithms", "search", "runs_table",
 }  # fmt: skip
 
 

@@ -10,7 +10,7 @@ For FedAvg, FedProx (μ = 0.01), SCAFFOLD (option II) and FedDyn (α = 0.01) it 
 rounds each seed needs to reach the dataset's target test accuracy (``null``: not within the
 run; digits: 0.9; Synthetic: 95% of the best accuracy any of the four reached on that seed), and for Ditto (λ = 0.1) vs FedAvg the final worst-10% client accuracy on the clients' own
 held-out data (20 evaluated clients; Ditto's are its personal models, FedAvg's the global one).
-Every run is the engine's :class:`~workers.engine.runner.Simulation` with the in-memory state
+Every run is the engine's :class:`~fedweb_engine.simulation.runner.Simulation` with the in-memory state
 store below (the benchmark keeps no state across processes: no store on disk is needed).
 
     python -m benchmarks algorithms --size small   # 1 seed, 30 rounds
@@ -26,8 +26,8 @@ from typing import Any
 import torch
 
 from benchmarks.common import Options
-from workers.engine.runner import Simulation
-from workers.engine.spec import Spec
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.schema import Spec
 
 
 def _client(name: str, **options: float) -> dict[str, Any]:

@@ -5,7 +5,7 @@ A SCAFFOLD-like round gathers its cohort's rows (one float32 row of the model's 
 changes them, and scatters them back. Each contender runs the same rounds (same cohorts, groups of
 ``group`` clients as the trainer gathers them) in its own process, so its peak RSS is its own:
 
-* ``store``: :class:`workers.engine.client_state.ClientStateStore`, with its per-round journal
+* ``store``: :class:`fedweb_engine.state.client_rows.ClientStateStore`, with its per-round journal
   and commit (what crash recovery needs);
 * ``memmap``: a sparse ``np.memmap`` of [clients, width], indexed and assigned in place (the
   simple disk baseline, with no journal and no crash safety);
@@ -38,7 +38,7 @@ import psutil
 import torch
 
 from benchmarks.common import Options
-from workers.engine.client_state import ClientStateStore
+from fedweb_engine.state.client_rows import ClientStateStore
 
 ROOT = Path(__file__).resolve().parent.parent
 WIDTH = 1_206_590  # the CNN on FEMNIST-shaped images (benchmarks/round_state.py)

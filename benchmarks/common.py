@@ -19,10 +19,10 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from workers.engine.models import flops_per_sample
-from workers.engine.result import RoundResult
-from workers.engine.runner import Simulation
-from workers.engine.spec import Spec
+from fedweb_engine.models import flops_per_sample
+from fedweb_engine.results.round_result import RoundResult
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.schema import Spec
 
 RESULTS_ENV = "FEDWEB_BENCH_RESULTS"
 DEFAULT_RESULTS = Path(__file__).resolve().parent / "results"

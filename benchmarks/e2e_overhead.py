@@ -3,7 +3,7 @@
 One spec (``SPEC``: digits 28x28, the CNN, rounds of about a second on one CPU thread here) runs three
 ways, each timed from outside as a user would:
 
-- ``cli``: ``python -m workers.engine run spec.json --quiet`` in a fresh process (one torch thread);
+- ``cli``: ``python -m fedweb_engine run spec.json --quiet`` in a fresh process (one torch thread);
 - ``worker``: ``manage.py run_experiment spec.json --wait`` against a running FedWeb with one real
   Celery worker (``benchmarks.fleet.LocalFleet``: its own SQLite database, the Redis at ``$REDIS_URL``);
 - ``2w3e``: three ``run_experiment --wait`` at once against a FedWeb with two workers.
@@ -51,7 +51,7 @@ WAYS = ("cli", "worker", "2w3e")
 def _cli(spec_path: Path, env: dict[str, str]) -> tuple[float, list[float]]:
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "workers.engine", "run", str(spec_path), "--quiet"],
+        [sys.executable, "-m", "fedweb_engine", "run", str(spec_path), "--quiet"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=True,
     )  # fmt: skip
     wall = time.perf_counter() - t0

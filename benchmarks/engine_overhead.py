@@ -47,7 +47,7 @@ VALID_BASELINE_RATIO = 1.8  # compacted vmap loop / sequential loop on this work
 
 
 def workload(size: str, device: str, algorithm: str = "fedavg"):
-    from workers.engine.presets import preset_spec
+    from fedweb_engine.spec.presets import preset_spec
 
     s = SIZES[size]
     return preset_spec("varying-participants").replace(
@@ -64,14 +64,14 @@ def measure(contender: str, size: str, device: str, algorithm: str = "fedavg") -
     torch.set_num_threads(1)
     spec = workload(size, device, algorithm)
     if contender == "engine":
-        from workers.engine.runner import Simulation
+        from fedweb_engine.simulation.runner import Simulation
 
         sim = Simulation(spec)
         step = sim.next_round
     else:
         from benchmarks.plain import PlainFedAvg
         from benchmarks.plain_vmap import VmapFedAvg
-        from workers.engine.data import build_data
+        from fedweb_engine.data import build_data
 
         loop = (VmapFedAvg if contender == "vmap_loop" else PlainFedAvg)(
             spec, build_data(spec.data, spec.seed), torch.device(spec.compute.device)

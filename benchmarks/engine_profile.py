@@ -52,9 +52,9 @@ def _ops(prof, steps: int, top: int = 15) -> list[dict[str, Any]]:
 
 def _rows(spec) -> dict[str, float]:
     """Client rows computed per step (the engine's windows) against rows with a batch."""
-    from workers.engine.plan import plan_groups
-    from workers.engine.runner import Simulation
-    from workers.engine.vectorise import active_windows
+    from fedweb_engine.simulation.runner import Simulation
+    from fedweb_engine.training.plan import plan_groups
+    from fedweb_engine.training.vectorise import active_windows
 
     sim = Simulation(spec)
     computed = active = steps = 0
@@ -82,8 +82,8 @@ def profile(rounds: int, algorithm: str) -> dict[str, Any]:
 
     from benchmarks.engine_overhead import workload
     from benchmarks.plain_vmap import VmapFedAvg
-    from workers.engine.data import build_data
-    from workers.engine.runner import Simulation
+    from fedweb_engine.data import build_data
+    from fedweb_engine.simulation.runner import Simulation
 
     torch.set_num_threads(1)
     spec = workload("full", "cpu", algorithm).replace(rounds=rounds + 1)

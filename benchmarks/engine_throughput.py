@@ -37,10 +37,10 @@ from tqdm import tqdm
 from benchmarks.common import device_kind, results_dir, stamp
 from benchmarks.contenders import spread
 from benchmarks.plain import PlainFedAvg
-from workers.engine.data import build_data
-from workers.engine.presets import preset_spec
-from workers.engine.runner import Simulation
-from workers.engine.spec import Spec
+from fedweb_engine.data import build_data
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.presets import preset_spec
+from fedweb_engine.spec.schema import Spec
 
 
 def compare(spec: Spec, *, rounds: int, warmup: int = 1, desc: str = "engine vs plain") -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.common import Options, apply_options, femnist_spec, run_engine, summarise, whole_run_seconds
-from workers.engine.spec import Spec
+from fedweb_engine.spec.schema import Spec
 
 NAME = "flute_femnist"
 ANCHOR_SECONDS = 502.0

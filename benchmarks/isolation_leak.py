@@ -31,9 +31,9 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` and `workers
 import numpy as np
 
 from benchmarks.common import device_kind, results_dir, stamp
-from workers.engine.plugins import PLUGINS_ENV, load_plugins
-from workers.engine.runner import Simulation
-from workers.engine.spec import Spec
+from fedweb_engine.components.plugins import PLUGINS_ENV, load_plugins
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.schema import Spec
 
 LEAK_SPEC = {
     "seed": 3,

@@ -13,7 +13,7 @@ import functools
 
 import torch
 
-from workers.engine.client import SequentialTrainer, VectorTrainer
+from fedweb_engine.training.client import SequentialTrainer, VectorTrainer
 
 LEAK_MB = 50
 kept: list[torch.Tensor] = []

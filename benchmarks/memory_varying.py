@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import Options, apply_options, run_engine, summarise
-from workers.engine.presets import preset_spec
-from workers.engine.result import RoundResult
+from fedweb_engine.results.round_result import RoundResult
+from fedweb_engine.spec.presets import preset_spec
 
 NAME = "memory_varying"
 TOLERANCE = 0.01

@@ -13,7 +13,7 @@ from typing import Any
 
 from benchmarks.cifar_files import real_cifar_path, write_generated_cifar
 from benchmarks.common import Options, apply_options, run_engine, summarise, whole_run_seconds
-from workers.engine.spec import Spec
+from fedweb_engine.spec.schema import Spec
 
 NAME = "pfl_cifar10"
 TARGET_SECONDS = 60.0

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from workers.engine.data.base import FederatedData, as_input
-from workers.engine.models import build_model
-from workers.engine.spec import Spec
+from fedweb_engine.data.base import FederatedData, as_input
+from fedweb_engine.models import build_model
+from fedweb_engine.spec.schema import Spec
 
 ALGORITHMS = ("fedavg", "fedprox", "scaffold")  # the client algorithms the hand-written loops implement
 

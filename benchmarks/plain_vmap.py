@@ -35,9 +35,9 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
 from benchmarks.plain import ALGORITHMS, PlainRound, _sync
-from workers.engine.data.base import FederatedData, as_input
-from workers.engine.models import build_model
-from workers.engine.spec import Spec
+from fedweb_engine.data.base import FederatedData, as_input
+from fedweb_engine.models import build_model
+from fedweb_engine.spec.schema import Spec
 
 
 class VmapFedAvg:

@@ -31,10 +31,10 @@ from typing import Any
 import torch
 
 from benchmarks.common import Options, device_kind
-from workers.engine.checkpoint import read_checkpoint, write_checkpoint
-from workers.engine.round_state import compact_state, complete_state
-from workers.engine.runner import Simulation
-from workers.engine.spec import Spec
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.schema import Spec
+from fedweb_engine.state.checkpoint import read_checkpoint, write_checkpoint
+from fedweb_engine.state.round_state import compact_state, complete_state
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS: dict[str, dict[str, Any]] = {

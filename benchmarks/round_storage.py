@@ -1,7 +1,7 @@
 """A round's fields as columns, or as one JSON column beside a few indexed scalars
 (``python -m benchmarks.round_storage``).
 
-Every field declared in ``workers/engine/round_fields.py`` is a ``RoundMetric`` column, so a new
+Every field declared in ``fedweb_engine/results/round_fields.py`` is a ``RoundMetric`` column, so a new
 field costs a migration. The alternative keeps the scalars the list's SQL summaries read as
 columns and the whole result in one JSON column, so a new field costs none. This measures what
 each costs on SQLite (the default database), 200 experiments × 500 rounds:
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.common import results_dir, stamp
-from workers.engine.round_fields import FIELDS
+from fedweb_engine.results.round_fields import FIELDS
 
 EXPERIMENTS, ROUNDS, REPEATS = 200, 500, 5
 # The scalars the list's summaries read (orchestrator/experiments/summaries.py): the JSON layout keeps them as columns.

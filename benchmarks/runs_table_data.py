@@ -24,7 +24,7 @@ USERS = 20
 
 
 def _spec(client: str, lr: float, alpha: float, codec: str, seed: int, rounds: int) -> dict:
-    from workers.engine.spec import Spec
+    from fedweb_engine.spec.schema import Spec
 
     raw = {"seed": seed, "rounds": rounds, "data": {"dataset": "digits", "num_clients": 100, "alpha": alpha},
            "model": {"name": "cnn"}, "algorithm": {"client": {"name": client}}, "local": {"lr": lr},

@@ -7,7 +7,7 @@ mean and p95 completion time (submit -> finish), makespan, worker utilisation an
 How the traces are built (``sched_trace.generate``, seeds 0-4):
 
 1. **Measured rounds and switches.** Two real engine workloads are run on this machine, each in a fresh
-   subprocess (``workers.engine.runner.Simulation``, CPU): the ``quickstart`` preset (digits, CNN, 10
+   subprocess (``fedweb_engine.simulation.runner.Simulation``, CPU): the ``quickstart`` preset (digits, CNN, 10
    clients of 100) for 3 rounds and the test suite's tiny spec (digits 8x8, MLP, 4 clients of 20) for 6
    rounds. For each: mean seconds per round and its coefficient of variation (after one warm-up round),
    the memory footprint (peak RSS during its rounds minus the RSS before the Simulation was built), and
@@ -74,12 +74,12 @@ TINY = {
 }
 _MEASURE = """
 import json, sys, tempfile, time, psutil
-from workers.engine import runner
-from workers.engine.checkpoint import read_checkpoint, write_checkpoint
-from workers.engine.data import cache
-from workers.engine.presets import preset_spec
-from workers.engine.round_state import compact_state, complete_state
-from workers.engine.spec import Spec
+from fedweb_engine.simulation import runner
+from fedweb_engine.state.checkpoint import read_checkpoint, write_checkpoint
+from fedweb_engine.data import cache
+from fedweb_engine.spec.presets import preset_spec
+from fedweb_engine.state.round_state import compact_state, complete_state
+from fedweb_engine.spec.schema import Spec
 base, other = sys.argv[1], json.loads(sys.argv[2])
 spec = preset_spec("quickstart").replace(rounds=3, compute={"device": "cpu"}) if base == "quickstart" else Spec.from_dict(other)
 before = psutil.Process().memory_info().rss / 2**20

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.common import Options, apply_options, extrapolate_round_seconds, run_engine, summarise
-from workers.engine.presets import preset_spec
+from fedweb_engine.spec.presets import preset_spec
 
 NAME = "tff_accelerators"
 ANCHOR_SECONDS = {"cuda": 5.00, "cpu": 7.63}

@@ -163,7 +163,7 @@ def public_run(name: str):
 
 
 def _metrics(n: int) -> dict[str, Any]:
-    from workers.engine.result import RoundResult
+    from fedweb_engine.results.round_result import RoundResult
 
     values = {
         "round": n, "participants": 10, "completed": 10, "stragglers": 0, "dropped": 0,

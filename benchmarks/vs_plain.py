@@ -15,9 +15,9 @@ import torch
 
 from benchmarks.common import Options, apply_options, femnist_spec, peak_tflops
 from benchmarks.engine_throughput import compare
-from workers.engine.data import build_data
-from workers.engine.models import build_model, flops_per_sample
-from workers.engine.spec import Spec
+from fedweb_engine.data import build_data
+from fedweb_engine.models import build_model, flops_per_sample
+from fedweb_engine.spec.schema import Spec
 
 NAME = "vs_plain"
 TARGET = {"cpu": 1.0, "cuda": 10.0}

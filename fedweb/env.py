@@ -7,6 +7,7 @@ names the variable, not surface later as a confusing runtime error.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
@@ -55,6 +56,20 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if not items:
         raise ImproperlyConfigured(f"{name} must be a comma-separated list with at least one entry")
     return items
+
+
+def env_devices(name: str) -> list[str]:
+    """Torch devices of one kind, comma-separated (``cpu,cpu`` or ``cuda:0,cuda:1``); empty when unset."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return []
+    devices = [d.strip() for d in raw.split(",") if d.strip()]
+    bad = [d for d in devices if not re.fullmatch(r"cpu|cuda(:\d+)?", d)]
+    if bad:
+        raise ImproperlyConfigured(f"{name}: {bad[0]!r} is not a device (cpu, cuda or cuda:N)")
+    if len({d.split(":")[0] for d in devices}) > 1:
+        raise ImproperlyConfigured(f"{name} mixes CPU and CUDA devices; one kind per worker ({raw!r})")
+    return devices
 
 
 def env_listen_address(name: str, default_host: str = "127.0.0.1") -> tuple[str, int] | None:

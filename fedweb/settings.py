@@ -12,6 +12,7 @@ from fedweb.env import (
     env_bool,
     env_bytes,
     env_choices,
+    env_devices,
     env_int,
     env_list,
     env_listen_address,
@@ -36,7 +37,7 @@ FEDWEB_QUEUES = env_list("FEDWEB_QUEUES", ["cpu", "gpu"])
 CHECKPOINT_EVERY = env_int("CHECKPOINT_EVERY", 10, min_value=1)
 CHECKPOINT_KEEP = env_int("CHECKPOINT_KEEP", 3, min_value=1)
 # Built federated datasets each worker process keeps for the next experiment on the same data
-# (workers/engine/data/cache.py), in bytes of tensors; least recently used evicted first.
+# (fedweb_engine/data/cache.py), in bytes of tensors; least recently used evicted first.
 FEDWEB_DATA_CACHE_BYTES = env_bytes("FEDWEB_DATA_CACHE_BYTES", 2 * 10**9)
 # A worker whose last heartbeat is older than this is shown as lost.
 WORKER_LOST_AFTER = env_int("WORKER_LOST_AFTER", 60, min_value=1)
@@ -66,8 +67,20 @@ FEDWEB_AGE_BOOST_SECONDS = env_int("FEDWEB_AGE_BOOST_SECONDS", 600, min_value=0)
 FEDWEB_PACK_CAPACITY_MB = env_int("FEDWEB_PACK_CAPACITY_MB", 0, min_value=0)
 FEDWEB_PACK_SLOTS = env_int("FEDWEB_PACK_SLOTS", 2, min_value=1)
 FEDWEB_FAIR_HALF_LIFE = env_int("FEDWEB_FAIR_HALF_LIFE", 4 * 3600, min_value=1)
+# Distributed rounds (compute.ranks; docs/operations.md): the devices a worker's own ranks run on
+# ("cuda:0,cuda:1" or "cpu,cpu": ranks 1.. are its child processes; empty: one rank, itself), the
+# most ranks "auto" asks for, how long a group may take to form (members build their simulation
+# first) and each collective may wait (unset: 4x the last round's slowest training, 30 s at least,
+# 120 s before any round), the address other machines reach this worker's ranks on (empty: the host
+# name's), and how long a worker recruited into another's group waits for its next round.
+FEDWEB_WORKER_DEVICES = env_devices("FEDWEB_WORKER_DEVICES")
+FEDWEB_MAX_RANKS = env_int("FEDWEB_MAX_RANKS", 8, min_value=1)
+FEDWEB_RANK_JOIN_TIMEOUT = env_int("FEDWEB_RANK_JOIN_TIMEOUT", 120, min_value=1)
+FEDWEB_RANK_TIMEOUT = env_int("FEDWEB_RANK_TIMEOUT", 0, min_value=0) or None
+FEDWEB_RANK_ADDRESS = env_str("FEDWEB_RANK_ADDRESS", "")
+FEDWEB_GANG_IDLE = env_int("FEDWEB_GANG_IDLE", 30, min_value=1)
 # What the queue accepts: a spec over any limit is refused at submission with its estimate
-# (workers.engine.capacity; the defaults are Limits()'s). Memory is per round, on one device.
+# (fedweb_engine.training.capacity; the defaults are Limits()'s). Memory is per round, on one device.
 FEDWEB_MAX_PARAMS = env_int("FEDWEB_MAX_PARAMS", 100_000_000, min_value=1)
 FEDWEB_MAX_ROUND_MEMORY_CPU = env_bytes("FEDWEB_MAX_ROUND_MEMORY_CPU", 32 * 10**9)
 FEDWEB_MAX_ROUND_MEMORY_GPU = env_bytes("FEDWEB_MAX_ROUND_MEMORY_GPU", 80 * 10**9)

@@ -1,7 +1,7 @@
 from django.contrib import admin
 
+from fedweb_engine.results import round_fields
 from orchestrator.models import Checkpoint, Experiment, LogEntry, RoundMetric, Worker
-from workers.engine import round_fields
 
 
 @admin.register(Experiment)
@@ -13,7 +13,7 @@ class ExperimentAdmin(admin.ModelAdmin):
 
 @admin.register(RoundMetric)
 class RoundMetricAdmin(admin.ModelAdmin):
-    # The rounds table's columns, as the round fields declare them (workers/engine/round_fields.py).
+    # The rounds table's columns, as the round fields declare them (fedweb_engine/results/round_fields.py).
     list_display = ["experiment", *(f.name for f, _ in round_fields.columns()), "device"]
 
 

@@ -1,6 +1,6 @@
 from django.apps import AppConfig
 
-from workers.engine.plugins import load_plugins
+from fedweb_engine.components.plugins import load_plugins
 
 
 class OrchestratorConfig(AppConfig):
@@ -12,6 +12,7 @@ class OrchestratorConfig(AppConfig):
         # every app is loaded, that is here (its documented place for them).
         from orchestrator.fleet import scheduling  # noqa: F401
         from orchestrator.live import signals  # noqa: F401
+        from orchestrator.sweeps import search  # noqa: F401
 
         # The web validates specs and records their plugins' provenance, so it loads the same plugins
         # as the workers, at start-up: one that fails to import stops the process, naming it. A Celery

@@ -23,23 +23,23 @@ from django.db.models.signals import post_delete
 from django.dispatch import Signal, receiver
 from django.utils import timezone
 
+from fedweb_engine.components.provenance import spec_provenance
+from fedweb_engine.spec.schema import Spec, SpecError
 from orchestrator.experiments.edits import RunEdit, check_words
 from orchestrator.experiments.limits import check_new_spec
 from orchestrator.experiments.records import Checkpoint, LogEntry, RoundMetric, checkpoint_folder
 from orchestrator.experiments.run_summary import RunSummary, TargetStep
 from orchestrator.experiments.states import ACTIVE, FINISHED, Kind, Status, Visibility, check_team_visibility
 from orchestrator.external.models import CustomMetric, ExternalRun, MlflowExperiment, MlflowRun
-from orchestrator.fleet.sharding import RoundShard
+from orchestrator.fleet.gangs import Gang
 from orchestrator.fleet.workers import Worker, pick_queue
 from orchestrator.runs.saved import SavedView, TablePrefs
-from orchestrator.sweeps.models import Sweep
-from workers.engine.provenance import spec_provenance
-from workers.engine.spec import Spec, SpecError
+from orchestrator.sweeps.models import Sweep, Trial
 
 __all__ = [
     "ACTIVE", "FINISHED", "Checkpoint", "check_team_visibility", "CustomMetric", "Experiment", "ExternalRun", "Kind",
-    "LogEntry", "MlflowExperiment", "MlflowRun", "RoundMetric", "RoundShard", "RunEdit", "RunSummary", "SavedView",
-    "Status", "TablePrefs", "TargetStep", "Visibility", "Worker", "Sweep", "checkpoint_folder",
+    "Gang", "LogEntry", "MlflowExperiment", "MlflowRun", "RoundMetric", "RunEdit", "RunSummary", "SavedView", "Status",
+    "TablePrefs", "TargetStep", "Visibility", "Worker", "Sweep", "Trial", "checkpoint_folder",
 ]  # fmt: skip
 
 
@@ -73,6 +73,8 @@ class Experiment(models.Model):
     notes = models.TextField(blank=True)  # Markdown, rendered without raw HTML (orchestrator.web.notes)
     # The sweep it is one run of; deleting the sweep deletes its runs.
     sweep = models.ForeignKey(Sweep, models.CASCADE, null=True, blank=True, related_name="experiments")
+    # The configuration of a search it is one seed of (orchestrator.sweeps.search).
+    trial = models.ForeignKey(Trial, models.SET_NULL, null=True, blank=True, related_name="runs")
     spec = models.JSONField(validators=[validate_spec])
     # The plugin components the spec uses, as created: [{"kind", "name", "plugin", "version", "hash"}].
     # Its rounds run only on workers with that same plugin source (orchestrator.fleet.scheduling).
@@ -241,11 +243,14 @@ class Experiment(models.Model):
         self._status_changed()
         return True
 
-    def resume(self, *, by: str = "") -> bool:
+    def resume(self, *, by: str = "", keep_place: bool = False) -> bool:
+        """Queue a paused run again: at the back of its queue, or, with ``keep_place`` (a search that
+        held it at a rung: no one's decision to leave), where it was before."""
         if self.kind == Kind.EXTERNAL:  # its rounds are reported, never scheduled
             return False
         now = timezone.now()
-        if not self._transition([Status.PAUSED], status=Status.QUEUED, queued_at=now, ready_since=now):
+        place = {} if keep_place else {"queued_at": now}
+        if not self._transition([Status.PAUSED], status=Status.QUEUED, ready_since=now, **place):
             return False
         self.log("info", f"Resumed at round {self.current_round + 1}" + (f" by {by}" if by else ""))
         self._status_changed()
@@ -294,6 +299,19 @@ class Experiment(models.Model):
             and self.lease_expires is not None
             and self.lease_expires >= timezone.now()
         )
+
+    def abandon(self, round_number: int, worker: str, pid: int) -> bool:
+        """Give back a claimed round that was not completed (a rank of its distributed group failed):
+        its lease ends and it is ready to be sent again at once, to the same worker first (affinity).
+        Only the holder can: a late caller whose claim was taken over changes nothing."""
+        return bool(
+            Experiment.objects.filter(
+                pk=self.pk, claimed_round=round_number, current_round=round_number - 1, worker=worker, claim_pid=pid
+            ).update(
+                claimed_round=round_number - 1, lease_expires=None, dispatched_round=round_number - 1,
+                dispatched_to="", ready_since=timezone.now(),
+            )
+        )  # fmt: skip
 
     def advance(self, round_number: int) -> bool:
         """Record that ``round_number`` is done. Exactly one of two racing deliveries gets True.

@@ -37,13 +37,13 @@ JSON
 lm_spec vectorized >"$WORK/lm_vec.json"; lm_spec sequential >"$WORK/lm_seq.json"
 
 step info 30 bash -c "nvidia-smi; nvidia-smi -L; $PY -c 'import torch,sys; print(sys.version); print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))'"
-step host_fallback 60 $PY -c "from workers.engine import runner; from workers.engine.spec import Spec; runner.fits_on = lambda *a, **k: False; s = runner.Simulation(Spec.from_dict({'rounds': 3, 'compute': {'device': '$DEVICE'}})); print([r.train_loss for r in s.run()], s.replicas[0].data.x_train.is_pinned())"
+step host_fallback 60 $PY -c "from fedweb_engine.simulation import runner; from fedweb_engine.spec.schema import Spec; runner.fits_on = lambda *a, **k: False; s = runner.Simulation(Spec.from_dict({'rounds': 3, 'compute': {'device': '$DEVICE'}})); print([r.train_loss for r in s.run()], s.replicas[0].data.x_train.is_pinned())"
 step tff_fp32 90 $PY -m benchmarks tff_accelerators --size $SIZE --device "$DEVICE"
 step memory_varying 240 $PY -m benchmarks memory_varying --size $SIZE --device "$DEVICE"
 step tff_bf16 60 env FEDWEB_BENCH_RESULTS=$RES/bf16 $PY -m benchmarks tff_accelerators --size $SIZE --device "$DEVICE" --precision bf16
 step tff_fp16 60 env FEDWEB_BENCH_RESULTS=$RES/fp16 $PY -m benchmarks tff_accelerators --size $SIZE --device "$DEVICE" --precision fp16
-step lm_vectorized 60 $PY -m workers.engine run "$WORK/lm_vec.json" --quiet
-step lm_sequential 60 $PY -m workers.engine run "$WORK/lm_seq.json" --quiet
+step lm_vectorized 60 $PY -m fedweb_engine run "$WORK/lm_vec.json" --quiet
+step lm_sequential 60 $PY -m fedweb_engine run "$WORK/lm_seq.json" --quiet
 step flute_femnist 200 $PY -m benchmarks flute_femnist --size $SIZE --device "$DEVICE"
 step pfl_cifar10 90 $PY -m benchmarks pfl_cifar10 --size $SIZE --device "$DEVICE"
 step round_state 60 $PY -m benchmarks round_state --size $SIZE --device "$DEVICE"

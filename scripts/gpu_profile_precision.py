@@ -10,8 +10,8 @@ from torch.profiler import ProfilerActivity, profile
 
 from benchmarks.common import Options, apply_options
 from benchmarks.tff_accelerators import SIZES
-from workers.engine.presets import preset_spec
-from workers.engine.runner import Simulation
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.presets import preset_spec
 
 for precision in sys.argv[1:]:
     size = SIZES["full"]

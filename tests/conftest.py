@@ -78,8 +78,8 @@ def example_plugin(monkeypatch):
     then forgotten again."""
     import sys
 
-    from workers.engine import registry
-    from workers.engine.plugins import load_plugins
+    from fedweb_engine.components import registry
+    from fedweb_engine.components.plugins import load_plugins
 
     monkeypatch.syspath_prepend(str(live.EXAMPLE_DIR))
     load_plugins({"FEDWEB_PLUGINS": live.EXAMPLE_PLUGIN})

@@ -3,7 +3,7 @@ engine adds, drops or renames breaks every test that uses it at once."""
 
 from __future__ import annotations
 
-from workers.engine.result import RoundResult
+from fedweb_engine.results.round_result import RoundResult
 
 
 def round_result(n: int, **overrides) -> dict:

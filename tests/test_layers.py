@@ -3,9 +3,9 @@ small files, and each layer imports only its own layer and those below it.
 
 Layers, lowest first (the README's architecture paragraph says the same):
 
-- ``engine``: ``workers/engine``, plain PyTorch, no Django;
+- ``engine``: ``fedweb_engine``, plain PyTorch, no Django;
 - ``domain``: experiments and their state machine, records, sweeps, the fleet (workers, queues,
-  policies, scheduling, sharding), the models, accounts' models and the events the domain
+  policies, scheduling, gangs), the models, accounts' models and the events the domain
   announces (``live.events``); plus fedweb's small helpers (env, inputs);
 - ``glue``: the Celery app and what runs in a worker process (tasks, rounds, heartbeats); it calls
   the domain, and the domain reaches it only by Celery task names and signals;
@@ -18,7 +18,7 @@ carries a comment saying why (``why:``).
 
 ``from pkg import name`` is an edge to the module that defines ``name``: to ``pkg.name`` when that
 is a module, to the module ``pkg/__init__.py`` re-exports it from, else to ``pkg`` itself. So a
-submodule importing a sibling through its package (``from workers.engine import registry``) is no
+submodule importing a sibling through its package (``from fedweb_engine.components import registry``) is no
 edge to the package, whose ``__init__`` only re-exports: Python runs that ``__init__`` first, but
 nothing in the design depends on it.
 """
@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("fedweb", "orchestrator", "accounts", "workers")
+PACKAGES = ("fedweb", "fedweb_engine", "orchestrator", "accounts", "workers")
 MAX_LOCAL_IMPORTS = 10
 MAX_LINES = 400
 
@@ -42,7 +42,7 @@ ENGINE, DOMAIN, GLUE, WEB = range(4)
 LAYER_NAMES = ("engine", "domain", "glue", "web")
 # Module (or package) prefix -> layer; the longest matching prefix wins.
 LAYERS: dict[str, int] = {
-    "workers.engine": ENGINE,
+    "fedweb_engine": ENGINE,
     "fedweb.env": DOMAIN,
     "fedweb.inputs": DOMAIN,
     "orchestrator.models": DOMAIN,
@@ -250,7 +250,7 @@ def long_files(limit: int = MAX_LINES) -> list[str]:
 def found() -> list[Import]:
     found = imports()
     sources = {i.source for i in found}
-    assert {"orchestrator.models", "workers.engine.runner", "workers.tasks"} <= sources  # it read the tree
+    assert {"orchestrator.models", "fedweb_engine.simulation.runner", "workers.tasks"} <= sources  # it read the tree
     return found
 
 
@@ -297,11 +297,11 @@ def test_the_checks_fail_on_a_tampered_graph(found):
 
 
 def test_reexports_through_a_package_are_edges_to_their_module(found):
-    # workers.engine's __init__ re-exports Spec from workers.engine.spec: importing it through
+    # fedweb_engine's __init__ re-exports Spec from fedweb_engine.spec.schema: importing it through
     # the package is an edge to spec, not to the package.
     sources = {(i.source, i.target) for i in found}
-    assert ("orchestrator.models", "workers.engine.spec") in sources
-    assert not any(t == "workers.engine" and s.startswith("workers.engine.") for s, t in sources)
+    assert ("orchestrator.models", "fedweb_engine.spec.schema") in sources
+    assert not any(t == "fedweb_engine" and s.startswith("fedweb_engine.") for s, t in sources)
 
 
 @pytest.mark.slow
@@ -309,11 +309,11 @@ def test_it_imports_every_package_in_a_fresh_interpreter():
     # Each package first, then every module of it, in its own interpreter: an import order that only
     # works when something else was imported before shows up here.
     modules = sorted(_modules())
-    for package in (*PACKAGES, "workers.engine"):
+    for package in (*PACKAGES, "fedweb_engine"):
         mine = [m for m in modules if m.startswith(f"{package}.") and not m.endswith("__main__")]
         if package == "workers":
-            mine = [m for m in mine if not m.startswith("workers.engine")]
-        setup = "" if package == "workers.engine" else "django.setup(); "  # the engine runs without Django
+            mine = [m for m in mine if not m.startswith("fedweb_engine")]
+        setup = "" if package == "fedweb_engine" else "django.setup(); "  # the engine runs without Django
         code = (
             "import importlib, os, django; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'fedweb.settings'); "
             f"importlib.import_module({package!r}); {setup}"

@@ -1,6 +1,6 @@
 """Each round field is defined once (issue 18): no reader of the rounds (the web, the domain, the
 worker glue, the pages' scripts and templates) lists two or more round field names of its own; each
-reads them from ``workers/engine/round_fields.py``.
+reads them from ``fedweb_engine/results/round_fields.py``.
 
 The engine and the benchmarks are left out: the engine fills the fields (a probe's dict of
 ``rss_mb``, ``threads``, ``vram_*`` is where those values are made), and a benchmark fakes or reads
@@ -9,11 +9,11 @@ rounds of its own. ``clients/python`` is a package of its own that cannot import
 
 from __future__ import annotations
 
+from fedweb_engine.results import round_fields
 from tests.engine.test_no_name_lists import ROOT, python_findings, script_findings
-from workers.engine import round_fields
 
 READERS = ("orchestrator", "fedweb", "accounts", "workers", "static/js", "templates")
-SKIP = ("workers/engine", "orchestrator/migrations")  # the producer; migrations restate columns by design
+SKIP = ("fedweb_engine", "orchestrator/migrations")  # the producer; migrations restate columns by design
 
 
 def _names() -> dict[str, set[str]]:

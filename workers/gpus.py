@@ -2,7 +2,7 @@
 
 Read through NVML, never ``torch.cuda``: initialising CUDA in the Celery parent would break the
 forked pool processes that run the rounds. NVML is initialised once per process
-(:func:`workers.engine.probes.nvml`), not per heartbeat or scrape.
+(:func:`fedweb_engine.probes.memory.nvml`), not per heartbeat or scrape.
 
 Which GPUs: ``CUDA_VISIBLE_DEVICES`` as CUDA reads it. Its entries are indices, GPU UUIDs
 (``GPU-8a3c…``, or a unique prefix of one) or MIG instances (``MIG-…``); CUDA stops at the first
@@ -16,7 +16,7 @@ import logging
 import os
 from typing import Any
 
-from workers.engine.probes import nvml
+from fedweb_engine.probes.memory import nvml
 
 log = logging.getLogger(__name__)
 _MB = 2**20

@@ -22,11 +22,11 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
-from orchestrator.fleet import scheduling
+from fedweb_engine.components.registry import installed_plugins
+from orchestrator.fleet import gangs, scheduling
 from orchestrator.fleet.queues import queue_states
 from orchestrator.live import events
 from orchestrator.models import Worker
-from workers.engine.registry import installed_plugins
 from workers.gpus import gpu_devices
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,7 @@ def _forget_previous_life(hostname: str) -> None:
     """A worker restarted under the same name runs nothing yet, whatever its dead self held."""
     try:
         Worker.objects.filter(hostname=hostname).update(current_experiment=None)
+        gangs.forget_leader(hostname)
     except Exception:
         log.warning("could not reset this worker's row", exc_info=True)
     finally:

@@ -1,6 +1,6 @@
 """The privacy cost of a DP-FedAvg run, accounted with Google's ``dp-accounting`` library (RDP).
 
-The engine applies the mechanism (``workers/engine/privacy.py``); ε is computed here, when a
+The engine applies the mechanism (``fedweb_engine/privacy/mechanism.py``); ε is computed here, when a
 round is recorded, and by the New experiment form for the whole run before launch. Each round
 is one Gaussian mechanism with noise multiplier z, applied to a cohort sampled with rate
 q = cohort / num_clients. The cohort is a fixed-size sample without replacement; accounting it as
@@ -16,7 +16,7 @@ from functools import lru_cache
 import dp_accounting
 from dp_accounting.rdp import rdp_privacy_accountant
 
-from workers.engine.spec import Spec
+from fedweb_engine.spec.schema import Spec
 
 
 @lru_cache(maxsize=256)

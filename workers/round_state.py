@@ -3,7 +3,7 @@
 After round ``r`` is trained, and before it is recorded, its worker writes ``state-<r>.safetensors``
 (``Simulation.state_dict``: the global model, codec residuals, strategy buffers, the RNG, loss
 scales, the DP clip norm and participation counts; the broadcast weights only for a top-k
-downlink, see workers/engine/round_state.py) into the experiment's
+downlink, see fedweb_engine/state/round_state.py) into the experiment's
 checkpoint folder, which every worker reads (``FEDWEB_DATA_DIR``). Any worker then runs round
 ``r + 1`` by loading exactly state ``r``: never a newer one (the name is the round), never a replay.
 
@@ -20,7 +20,7 @@ Ordering is what makes it safe:
   cost a multiple of the write (benchmarks/round_state.py) for a case the replay already covers.
 
 Per-client state (an algorithm's control variates or personal models: one row per client, too big
-for the state file) lives beside it in ``client_state/`` (workers/engine/client_state.py). The state
+for the state file) lives beside it in ``client_state/`` (fedweb_engine/state/client_rows.py). The state
 file records its round; round ``r``'s rows are a journal committed before state ``r`` is written and
 folded into the shared rows only once round ``r + 1`` has run, so loading state ``r`` (or ``r - 1``
 for the re-run of an unrecorded round ``r``) finds exactly its rows. Full checkpoints copy the rows
@@ -37,10 +37,10 @@ from pathlib import Path
 
 import torch
 
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.state.checkpoint import read_checkpoint, write_checkpoint
+from fedweb_engine.state.round_state import compact_state, complete_state
 from orchestrator.models import Experiment, checkpoint_folder
-from workers.engine.checkpoint import read_checkpoint, write_checkpoint
-from workers.engine.round_state import compact_state, complete_state
-from workers.engine.runner import Simulation
 
 log = logging.getLogger(__name__)
 

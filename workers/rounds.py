@@ -1,6 +1,7 @@
 """A round, run by whichever process took it: claim, call the engine, record, then let the
-scheduler send what comes next. The Celery tasks (``workers.tasks``) and the shards
-(``workers.sharding``) call it; ``run_inline`` runs a whole experiment in this process."""
+scheduler send what comes next. The Celery task (``workers.tasks``) calls it; ``run_inline`` runs a
+whole experiment in this process. A distributed round (``compute.ranks``) is led from here too: this
+process is its rank 0 (``workers.ranks``)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ import os
 
 from django.utils import timezone
 
-from orchestrator.fleet import sharding
+from fedweb_engine.components.provenance import label, missing
+from fedweb_engine.components.registry import installed_plugins
 from orchestrator.fleet.scheduling import release, schedule
 from orchestrator.live import events
 from orchestrator.models import ACTIVE, Experiment, RoundMetric, Worker
+from orchestrator.sweeps import search
 from workers import faults, progress, runtime
-from workers.engine.provenance import label, missing
-from workers.engine.registry import installed_plugins
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,25 @@ def execute_round(experiment_id: int, round_number: int, *, worker: str, log_lin
     finally:
         if dispatch:
             schedule_queue_of(experiment_id, worker)
+            _keep_ranks_if_next(experiment_id, worker)
+
+
+def _keep_ranks_if_next(experiment_id: int, worker: str) -> None:
+    """The ranks held for an experiment stay only while its next round comes back to this worker:
+    otherwise (it ended, paused, or the policy sent this worker something else) they go, and a gang's
+    members are free for other work."""
+    e = Experiment.objects.filter(pk=experiment_id).values(
+        "status", "dispatched_round", "current_round", "dispatched_to"
+    )
+    row = e.first()
+    coming = (
+        row
+        and row["status"] in ACTIVE
+        and row["dispatched_round"] > row["current_round"]
+        and row["dispatched_to"] == worker
+    )
+    if not coming:
+        runtime.release_ranks(experiment_id)
 
 
 def schedule_queue_of(experiment_id: int, worker: str) -> None:
@@ -63,9 +83,6 @@ def _execute(experiment_id: int, round_number: int, worker: str, log_line):
     if not was_running:
         log_line("info", f"Running round {round_number} on {worker}")
         events.publish_status(experiment)
-    if sharding.is_sharded(experiment):
-        sharding.fan_out(experiment, round_number)  # the shards train it; the last one records it
-        return None
     Worker.objects.filter(hostname=worker).update(current_experiment=experiment)
     try:
         result, sim = runtime.train_round(experiment, round_number, log_line)
@@ -80,6 +97,11 @@ def _execute(experiment_id: int, round_number: int, worker: str, log_line):
         RoundMetric.record(experiment, metrics, claimed=claimed)
         if runtime.checkpoint_due(round_number, experiment.total_rounds):
             runtime.save_checkpoint(experiment, sim)
+    except runtime.RoundAborted as e:
+        # A rank died or stalled: nothing of the round was recorded; any group (of any size) runs it again.
+        log_line("warning", f"{e}; it is sent again")
+        experiment.abandon(round_number, worker, os.getpid())
+        return None
     except Exception as e:
         log.exception("round %s of experiment %s failed", round_number, experiment_id)
         runtime.forget(experiment_id)
@@ -92,25 +114,28 @@ def _execute(experiment_id: int, round_number: int, worker: str, log_line):
     return finish_round(experiment, round_number, metrics)
 
 
-def finish_round(experiment, round_number: int, metrics: dict, *, sharded: bool = False):
-    """After a round's metrics row is stored (by a round task, or by the shard that concluded a
-    sharded round): advance the run, publish the round, then complete, stop or go on.
+def finish_round(experiment, round_number: int, metrics: dict):
+    """After a round's metrics row is stored: advance the run, publish the round, then complete,
+    stop or go on.
 
     ``advance`` is the arbiter: of racing deliveries of the same round one gets past it. Returns
     the experiment when its next round should follow, else None.
     """
     if not experiment.advance(round_number):
         return None  # a racing delivery (or conclusion) of the same round recorded it first
-    if sharded:
-        sharding.forget_round(experiment.pk, round_number)  # its shard rows and partial sums
     faults.crash_point("after-record", round_number)
     events.publish_round(experiment.pk, {**metrics, "worker": experiment.worker})  # as RoundMetric.record has it
-    if experiment.current_round >= experiment.total_rounds:
+    done = experiment.current_round >= experiment.total_rounds
+    if done:
         runtime.forget(experiment.pk)
         experiment.complete()
+    # A search decides at this boundary: it may hold the run at a rung (paused) for its other seeds.
+    held = search.reported(experiment) if experiment.trial_id is not None else False
+    if done:
         return None
     if experiment.status not in ACTIVE:
-        runtime.forget(experiment.pk)  # paused or cancelled at this boundary: free the memory
+        if not held:  # one held at a rung stays in the bounded cache: it goes on soon, without a reload
+            runtime.forget(experiment.pk)  # paused or cancelled at this boundary: free the memory
         events.publish_status(experiment)
         return None
     return experiment
@@ -132,8 +157,8 @@ def _lacks_plugins(experiment, round_number: int, worker: str) -> bool:
 
 def refuse_without_plugins(experiment, worker: str, work: str) -> bool:
     """Whether this process lacks a plugin the experiment recorded (or has it with other source).
-    If so, log it on the experiment, naming ``work`` ("round 3", "shard 1 of round 3"), and correct
-    this worker's row so the scheduler stops choosing it. Shared by the round and shard tasks."""
+    If so, log it on the experiment, naming ``work`` ("round 3"), and correct
+    this worker's row so the scheduler stops choosing it."""
     if not experiment.plugins:
         return False
     mine = installed_plugins()

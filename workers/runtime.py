@@ -4,9 +4,9 @@ experiments by loading their round state, and checkpoint files; the out-of-memor
 Any worker can continue any experiment: the cache is only a shortcut. Without a cached
 simulation at the right round, the worker loads the state the previous round published
 (workers/round_state.py) into the simulation it holds, or into a new one built on data the
-process keeps loaded (workers/engine/data/cache.py): a switch costs a state load, never a replay.
+process keeps loaded (fedweb_engine/data/cache.py): a switch costs a state load, never a replay.
 Replay is only the crash path, for a round whose state was never published (or is torn). The
-per-client state (workers/engine/client_state.py) is in files every worker shares: loading a round
+per-client state (fedweb_engine/state/client_rows.py) is in files every worker shares: loading a round
 state moves it to that round, and an origin whose rows the files have moved past is skipped.
 """
 
@@ -22,15 +22,16 @@ from pathlib import Path
 import torch
 from django.conf import settings
 
+from fedweb_engine.data import cache as data_cache
+from fedweb_engine.distributed.group import RankFailure
+from fedweb_engine.results.round_result import RoundResult
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.schema import Spec
+from fedweb_engine.state.client_rows import StateUnavailable
+from fedweb_engine.state.client_state import snapshot_folder
 from orchestrator.experiments.limits import datasets_root
 from orchestrator.models import Checkpoint, Experiment, checkpoint_folder
-from workers import round_state
-from workers.engine.client_state import StateUnavailable
-from workers.engine.client_states import snapshot_folder
-from workers.engine.data import cache as data_cache
-from workers.engine.result import RoundResult
-from workers.engine.runner import Simulation
-from workers.engine.spec import Spec
+from workers import ranks, round_state
 from workers.oom import RoundFailed, with_retry  # noqa: F401  (tasks catch runtime.RoundFailed)
 from workers.progress import LogLine
 
@@ -39,10 +40,25 @@ from workers.progress import LogLine
 CACHE_SIZE = 2
 
 
+class RoundAborted(RuntimeError):
+    """A distributed round that a rank's failure stopped: not recorded, and sent again (not a failure
+    of the run: any group, of any size, runs it alike)."""
+
+
 @dataclass
 class _Entry:
     sim: Simulation
     group_size: int  # client group size in use (smaller than the spec's after an OOM)
+    ranks: ranks.RankHold | None = None  # the other ranks, for a run with compute.ranks > 1
+
+    def close(self) -> None:
+        self.release_ranks()
+        self.sim.close()
+
+    def release_ranks(self) -> None:
+        if self.ranks is not None:
+            self.ranks.close()
+            self.ranks = None
 
 
 _cache: OrderedDict[int, _Entry] = OrderedDict()
@@ -53,10 +69,31 @@ def train_round(experiment: Experiment, round_number: int, log_line: LogLine) ->
     half the client group size (workers.oom). Returns the round's result and the simulation."""
 
     def run(group_size: int | None) -> tuple[RoundResult, Simulation]:
-        sim = _simulation_for(experiment, round_number, log_line, group_size=group_size).sim
-        return sim.next_round(), sim
+        entry = _simulation_for(experiment, round_number, log_line, group_size=group_size)
+        if ranks.wanted_ranks(entry.sim) == 1:
+            entry.release_ranks()
+            return entry.sim.next_round(), entry.sim
+        if entry.ranks is None:
+            entry.ranks = ranks.open_hold(experiment, entry.sim, experiment.worker, log_line)
+        if entry.ranks is None:  # none free: one rank (the results are the same)
+            return entry.sim.next_round(), entry.sim
+        size = entry.ranks.size
+        try:
+            return ranks.run_round(entry.ranks, entry.sim), entry.sim
+        except RankFailure as e:
+            entry.ranks = None  # closed by ranks.run_round; the simulation is mid-round: dropped here
+            forget(experiment.pk)
+            raise RoundAborted(f"Round {round_number} on {size} ranks did not complete: {e}") from e
 
     return with_retry(experiment, round_number, log_line, run, forget)
+
+
+def release_ranks(experiment_id: int) -> None:
+    """Let the ranks of ``experiment_id`` go (its next round is not coming to this worker), keeping the
+    simulation: a gang's members are free for other work, a worker's own child ranks exit."""
+    entry = _cache.get(experiment_id)
+    if entry is not None:
+        entry.release_ranks()
 
 
 def simulation_at(
@@ -73,14 +110,16 @@ def _simulation_for(
     want = round_number - 1
     entry = _cache.pop(experiment.pk, None)
     if entry is not None and group_size is not None:
-        entry.sim.close()  # after an out-of-memory error: new trainers, from the published state
+        entry.close()  # after an out-of-memory error: new trainers, from the published state
         entry = None
     if entry is None or entry.sim.round != want:
+        if entry is not None:
+            entry.release_ranks()  # they hold the simulation at its old round: a new hold forms if asked
         entry = _switch(experiment, want, entry, log_line, group_size or experiment.client_group_size)
     _cache[experiment.pk] = entry
     while len(_cache) > CACHE_SIZE:
         _, evicted = _cache.popitem(last=False)
-        evicted.sim.close()
+        evicted.close()
         _free_memory()
     return entry
 
@@ -97,7 +136,7 @@ def _switch(
         return _replay(experiment, want, entry, log_line, group_size)
     stale = state is None or (group_size is not None and entry is not None and entry.group_size > group_size)
     if entry is not None and stale:  # round 1 again (a run started over), or smaller groups after an OOM elsewhere
-        entry.sim.close()
+        entry.close()
         entry = None
     if entry is None:
         spec = _spec_of(experiment, state[1]["spec"]) if state else experiment.parsed_spec()
@@ -107,7 +146,7 @@ def _switch(
             entry.sim.load_state_dict(*state)
         except StateUnavailable as e:  # the per-client state's files are past round want: a checkpoint has it
             log_line("warning", f"Round {want + 1}: {e}")
-            entry.sim.close()
+            entry.close()
             return _replay(experiment, want, None, log_line, group_size)
     data = "data cached" if data_cache.shared.builds == builds else "data built"
     what = f"loaded the state of round {want}" if want > 0 else "built the simulation"
@@ -127,8 +166,9 @@ def _build(experiment: Experiment, spec: Spec, log_line: LogLine, group_size: in
     # Built at the group size it will run with: never at the full size first (after an OOM). The
     # per-client state lives with the experiment's files, where every worker finds it.
     sim = Simulation(
-        spec, data_root=datasets_root(), client_group_size=group_size, client_state_dir=client_state_folder(experiment)
-    )
+        spec, device=ranks.rank0_device(spec), data_root=datasets_root(), client_group_size=group_size,
+        client_state_dir=client_state_folder(experiment),
+    )  # fmt: skip
     for note in sim.notes:  # e.g. a plugin model that trains sequentially, and why
         log_line("warning", note)
     return _Entry(sim, sim.spec.compute.client_group_size)
@@ -143,7 +183,7 @@ def _replay(
         origin = f"the simulation this worker holds at round {entry.sim.round}"
     else:
         if entry is not None:
-            entry.sim.close()
+            entry.close()
         entry, origin = None, "the start"
         for round_number, path in round_state.origins(experiment, want):
             state = round_state.read(path, round_number)
@@ -153,7 +193,7 @@ def _replay(
             try:
                 entry.sim.load_state_dict(*state)
             except StateUnavailable:  # its per-client state is gone (the files moved past it): older
-                entry.sim.close()
+                entry.close()
                 entry = None
                 continue
             kind = "state" if path.name.startswith("state-") else "checkpoint"
@@ -182,14 +222,14 @@ def _client_state_at(sim: Simulation) -> bool:
 
 
 def client_state_folder(experiment: Experiment) -> Path:
-    """The experiment's per-client state files (workers/engine/client_state.py), deleted with it."""
+    """The experiment's per-client state files (fedweb_engine/state/client_rows.py), deleted with it."""
     return checkpoint_folder(experiment.pk) / "client_state"
 
 
 def forget(experiment_id: int) -> None:
     entry = _cache.pop(experiment_id, None)
     if entry is not None:
-        entry.sim.close()
+        entry.close()
         _free_memory()
 
 
@@ -215,7 +255,7 @@ def checkpoint_due(round_number: int, total_rounds: int) -> bool:
 def save_checkpoint(experiment: Experiment, sim: Simulation) -> Checkpoint:
     """Write the simulation's state, record it, and keep only the newest few files.
 
-    ``Simulation.save_checkpoint`` writes atomically (workers.engine.checkpoint): a crash mid-write
+    ``Simulation.save_checkpoint`` writes atomically (fedweb_engine.state.checkpoint): a crash mid-write
     never leaves a truncated file under the name recorded here.
     """
     path = checkpoint_folder(experiment.pk) / f"round-{sim.round:06d}.safetensors"

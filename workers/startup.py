@@ -11,7 +11,7 @@ web process and the Celery app itself never import worker code. Importing it:
   the pool, so it must never initialise CUDA: a plugin that does so at import is refused.
 """
 
+from fedweb_engine.components.plugins import load_plugins
 from workers import heartbeat, metrics  # noqa: F401  (their signal handlers)
-from workers.engine.plugins import load_plugins
 
 load_plugins(forbid_cuda=True)

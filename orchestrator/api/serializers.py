@@ -8,13 +8,13 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from accounts.models import Team
+from fedweb_engine.results.round_result import ROUND_RESULT_FIELDS
+from fedweb_engine.spec.schema import Spec, SpecError
 from orchestrator.api import spec_schema  # noqa: F401 - spec_schema documents SpecField in the OpenAPI schema
 from orchestrator.experiments import access
 from orchestrator.experiments.launch import checked_spec, create_experiment
 from orchestrator.fleet.queues import submit_warnings
 from orchestrator.models import Experiment, RoundMetric, Visibility, check_team_visibility
-from workers.engine.result import ROUND_RESULT_FIELDS
-from workers.engine.spec import Spec, SpecError
 
 
 class SpecField(serializers.JSONField):

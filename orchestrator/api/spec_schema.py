@@ -16,8 +16,8 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 
-from workers.engine import registry
-from workers.engine.spec import COMPONENT_PATHS, spec_fields
+from fedweb_engine.components import registry
+from fedweb_engine.spec.schema import COMPONENT_PATHS, spec_fields
 
 JSON_TYPES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string", "list": "array"}
 SPEC_DESCRIPTION = (

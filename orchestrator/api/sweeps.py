@@ -1,8 +1,11 @@
 """``/api/sweeps/``: create a sweep (all its runs or none), read it with each configuration's
-mean ± std, cancel it and delete it as a unit. The same rules as the pages, asked of ``access``.
+mean ± std (and, for a search, each configuration's decisions, the best one and the compute used
+against the full grid's), cancel it and delete it as a unit. The same rules as the pages, asked of
+``access``.
 
-Errors: 400 ``{"field": ["message"]}``; expansion errors keyed by the spec field and naming the
-point: ``{"spec.algorithm.mu": ["point mu=-1 seed=0: algorithm.mu must be >= 0"]}``."""
+Errors: 400 ``{"field": ["message"]}``, every bad field at once; expansion errors keyed by the spec
+field and naming the point: ``{"spec.algorithm.mu": ["point mu=-1 seed=0: algorithm.mu must be >= 0"]}``,
+a bad TPE range by its field: ``{"ranges.local.lr": ["ranges.local.lr: a log range needs low > 0, not 0"]}``."""
 
 from __future__ import annotations
 
@@ -16,7 +19,9 @@ from accounts.models import Team
 from orchestrator.api.serializers import TeamAndVisibility
 from orchestrator.experiments import access
 from orchestrator.models import RoundMetric, Sweep
-from orchestrator.sweeps.expand import SweepError, create_sweep
+from orchestrator.sweeps import overview
+from orchestrator.sweeps.create import create_sweep
+from orchestrator.sweeps.errors import SweepError
 from orchestrator.sweeps.models import SWEEP_MODES
 from orchestrator.sweeps.stats import METRICS, group
 
@@ -29,7 +34,21 @@ class SweepCreateSerializer(TeamAndVisibility, serializers.Serializer):
     visibility = serializers.ChoiceField(choices=["private", "team"], required=False, default="private")
     spec = serializers.JSONField(help_text="The base spec every run shares; every field has a default")
     axes = serializers.JSONField(help_text='Swept fields and their values: {"algorithm.mu": [0, 1], "seed": [0, 1, 2]}')
-    mode = serializers.ChoiceField(choices=SWEEP_MODES, required=False, default="grid")
+    mode = serializers.ChoiceField(
+        choices=SWEEP_MODES, required=False, default="grid", help_text="grid, random (a sample) or tpe (over ranges)"
+    )
+    # Checked together by sweeps.create.check, so a 400 lists every bad search setting at once.
+    stopping = serializers.CharField(required=False, default="none", help_text="none, asha or median")
+    search = serializers.JSONField(
+        required=False, default=None,
+        help_text='The search settings: {"first_rung": 3, "eta": 3, "last_k": 3, "target": "test_accuracy", '
+        '"direction": "maximize"}; in tpe mode also "budget" and "ranges": {"local.lr": {"low": 0.001, '
+        '"high": 0.5, "log": true}, "local.epochs": {"type": "int", "low": 1, "high": 3}, '
+        '"algorithm.name": {"type": "choice", "choices": ["fedavg", "fedprox"]}}',
+    )  # fmt: skip
+    max_workers = serializers.JSONField(
+        required=False, default=None, help_text="At most this many rounds of the sweep at once (workers); null: no cap"
+    )
     samples = serializers.IntegerField(required=False, allow_null=True, min_value=1, default=None)
     sample_seed = serializers.IntegerField(required=False, min_value=0, default=0)
     start = serializers.BooleanField(required=False, default=True, help_text="Queue every run at once")
@@ -44,7 +63,7 @@ class SweepCreateSerializer(TeamAndVisibility, serializers.Serializer):
 
 def sweep_body(sweep: Sweep, user) -> dict:
     """The sweep, its runs and one row per configuration with mean ± std of each metric."""
-    experiments = list(sweep.experiments.order_by("pk"))
+    experiments = list(sweep.experiments.select_related("trial").order_by("pk"))
     rounds: dict[int, list[dict]] = {e.pk: [] for e in experiments}
     for row in RoundMetric.objects.filter(experiment__sweep=sweep).order_by("experiment_id", "round"):
         rounds[row.experiment_id].append(row.to_result_dict())
@@ -60,10 +79,16 @@ def sweep_body(sweep: Sweep, user) -> dict:
         "sample_seed": sweep.sample_seed, "created": sweep.created.isoformat(),
         "role": access.role_for(sweep, user), "can_control": access.can_control(sweep, user),
         "can_delete": access.can_delete(sweep, user),
+        "stopping": sweep.stopping, "max_workers": sweep.max_workers,
         "experiments": [{"id": e.pk, "name": e.name, "status": e.status, "current_round": e.current_round,
-                         "total_rounds": e.total_rounds} for e in experiments],
+                         "total_rounds": e.total_rounds, "trial": _number(e)} for e in experiments],
         "configurations": configurations,
+        "search": overview.summary(sweep),
     }  # fmt: skip
+
+
+def _number(experiment) -> int | None:
+    return experiment.trial.number if experiment.trial_id is not None else None
 
 
 @extend_schema(methods=["POST"], request=SweepCreateSerializer, responses={201: dict})
@@ -74,7 +99,7 @@ def sweeps(request: Request) -> Response:
     if request.method == "GET":
         qs = access.sweeps_visible_to(request.user).select_related("owner").prefetch_related("experiments")[:200]
         return Response([
-            {"id": s.pk, "name": s.name, "axes": s.axes, "mode": s.mode, "owner": s.owner.username,
+            {"id": s.pk, "name": s.name, "axes": s.axes, "mode": s.mode, "stopping": s.stopping, "owner": s.owner.username,
              "experiments": [{"id": e.pk, "status": e.status} for e in s.experiments.all()]}
             for s in qs
         ])  # fmt: skip

@@ -8,9 +8,9 @@ it without parsing or checking it again; the worker parses the stored spec once 
 
 from __future__ import annotations
 
+from fedweb_engine.spec.schema import Spec
 from orchestrator.experiments.limits import check_new_spec
 from orchestrator.models import Experiment
-from workers.engine.spec import Spec
 
 
 def checked_spec(data) -> Spec:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from django.conf import settings
 
+from fedweb_engine.data.paths import confine
+from fedweb_engine.spec.schema import Spec
+from fedweb_engine.training.capacity import Estimate, Limits, check_capacity
 from orchestrator.fleet.workers import pick_queue, queue_name
-from workers.engine.capacity import Estimate, Limits, check_capacity
-from workers.engine.data.paths import confine
-from workers.engine.spec import Spec
 
 
 def datasets_root() -> Path:

@@ -12,10 +12,10 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from fedweb_engine.results.round_fields import FIELDS, Field
+from fedweb_engine.results.round_result import ROUND_RESULT_FIELDS
 from orchestrator.experiments import run_summary
 from orchestrator.external.models import CustomMetric
-from workers.engine.result import ROUND_RESULT_FIELDS
-from workers.engine.round_fields import FIELDS, Field
 
 
 def _column(field: Field) -> models.Field:
@@ -36,7 +36,7 @@ def _column(field: Field) -> models.Field:
     return models.JSONField(null=field.null)  # lists
 
 
-# One column per declared field (workers/engine/round_fields.py): a new field there is a new column
+# One column per declared field (fedweb_engine/results/round_fields.py): a new field there is a new column
 # here, and ``makemigrations`` writes its migration.
 RoundFields = type(
     "RoundFields",
@@ -50,8 +50,8 @@ class RoundMetric(RoundFields):
 
     experiment = models.ForeignKey("orchestrator.Experiment", models.CASCADE, related_name="rounds")
     recorded = models.DateTimeField(default=timezone.now)
-    # When the worker claimed the round (null for rounds recorded before this field, and sharded
-    # ones): with ``recorded`` it spans the round's hold on a worker slot, so overlaps are facts.
+    # When the worker claimed the round (null for rounds recorded before this field, and for the
+    # sharded rounds of old): with ``recorded`` it spans the round's hold on a worker slot.
     claimed = models.DateTimeField(null=True, blank=True)
     worker = models.CharField(max_length=255, blank=True)  # the worker that ran it (plugin routing is checked on it)
 

@@ -9,8 +9,8 @@ from typing import IO, NamedTuple
 
 from django.http import HttpResponse
 
-from workers.engine import round_fields
-from workers.engine.result import ROUND_RESULT_FIELDS
+from fedweb_engine.results import round_fields
+from fedweb_engine.results.round_result import ROUND_RESULT_FIELDS
 
 # A round as the pages and downloads list it: the engine's result, then the worker that ran it
 # ("" through a public link, which names no worker host: orchestrator.experiments.public).
@@ -24,13 +24,15 @@ class Column(NamedTuple):
     label: str
     digits: int | None = None  # decimals; None shows the value as it is
     scale: float = 1.0  # the value is divided by this (bytes -> MB)
+    when: str = ""  # shown only for runs that record this field
 
 
-# The rounds table shows the fields declared with a ``Column`` (workers/engine/round_fields.py), then
+# The rounds table shows the fields declared with a ``Column`` (fedweb_engine/results/round_fields.py), then
 # where the round ran; the page's script reads the same list (page data ``table_columns``) to add
-# the rows that arrive live.
+# the rows that arrive live. A column declared ``when`` a field (the ranks of a distributed run) is
+# shown for runs that record it, or whose spec asks for it (before their first round).
 TABLE_COLUMNS = (
-    *(Column(f.name, c.label, c.digits, c.scale) for f, c in round_fields.columns()),
+    *(Column(f.name, c.label, c.digits, c.scale, c.when) for f, c in round_fields.columns()),
     Column("worker", "Worker"),
 )
 
@@ -45,19 +47,34 @@ def rounds_of(experiment, *, public: bool = False) -> list[dict]:
     return [round_dict(row, public=public) for row in experiment.rounds.order_by("round")]
 
 
-def table_rows(rounds: list[dict]) -> list[list[str]]:
+def shown_columns(rounds: list[dict], spec: dict | None = None) -> list[Column]:
+    """The columns of a run's table: every column, less those ``when`` a field the run does not record."""
+    asked = _asks_for_ranks(spec)
+    return [c for c in TABLE_COLUMNS if not c.when or asked or any(r.get(c.when) is not None for r in rounds)]
+
+
+def table_rows(rounds: list[dict], spec: dict | None = None) -> list[list[str]]:
     """The rounds table's cells, newest round first, formatted as ``TABLE_COLUMNS`` says."""
-    return [[_cell(r[c.field], c) for c in TABLE_COLUMNS] for r in reversed(rounds)]
+    columns = shown_columns(rounds, spec)
+    return [[_cell(r.get(c.field), c) for c in columns] for r in reversed(rounds)]
 
 
-def table_columns() -> list[dict]:
-    """``TABLE_COLUMNS`` as JSON for the page's script."""
-    return [c._asdict() for c in TABLE_COLUMNS]
+def table_columns(rounds: list[dict] | None = None, spec: dict | None = None) -> list[dict]:
+    """The shown columns as JSON for the page's script."""
+    return [c._asdict() for c in shown_columns(rounds or [], spec)]
+
+
+def _asks_for_ranks(spec: dict | None) -> bool:
+    compute = (spec or {}).get("compute") or {}
+    ranks = compute.get("ranks", compute.get("shards", 1))
+    return ranks not in (1, None)
 
 
 def _cell(value, column: Column) -> str:
     if value is None or value == "":
         return "–"
+    if isinstance(value, list):  # one value per rank
+        return ", ".join(_cell(v, column) for v in value)
     if column.digits is None:
         return str(value)
     return f"{value / column.scale:.{column.digits}f}"

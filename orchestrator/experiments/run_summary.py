@@ -19,8 +19,8 @@ from collections.abc import Iterable
 
 from django.db import models, transaction
 
+from fedweb_engine.results import round_fields
 from orchestrator.experiments.summaries import METRICS, fold_one, round_value
-from workers.engine import round_fields
 
 # The target's summary: its field's running maximum rises exactly at the steps.
 TARGET = next(m for m in METRICS if m.key == "best_accuracy")

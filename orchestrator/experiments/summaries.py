@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from workers.engine import round_fields
+from fedweb_engine.results import round_fields
 
 
 class Metric(NamedTuple):
@@ -28,7 +28,7 @@ class Metric(NamedTuple):
 
 
 # The metric columns of the list and compare tables, in order, as the round fields declare them
-# (workers/engine/round_fields.py, ``Summary``); the page's script lets the reader hide any of them
+# (fedweb_engine/results/round_fields.py, ``Summary``); the page's script lets the reader hide any of them
 # (remembered per browser), and the dashboard's folds the live rounds in by the same data.
 METRICS = tuple(
     Metric(s.key, s.label, s.title, s.digits, s.scale, s.unit, s.aggregate, round_fields.summary_keys(f, s))

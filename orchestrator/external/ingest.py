@@ -21,10 +21,10 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from fedweb_engine.results import round_fields
 from orchestrator.external.models import CustomMetric, ExternalRun
 from orchestrator.live import events
 from orchestrator.models import Experiment, RoundMetric, Status
-from workers.engine import round_fields
 
 MAX_ROUNDS_PER_BATCH = 1000
 MAX_NAMES_PER_ROUND = 64
@@ -32,7 +32,7 @@ MAX_ROUND = 10**9
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{0,63}")
 # Short names a script writes, for the RoundMetric fields they fill.
 ALIASES = {"loss": "train_loss", "accuracy": "test_accuracy", "memory_mb": "rss_mb"}
-# The standard names are the declared round fields that hold one number (workers/engine/round_fields.py),
+# The standard names are the declared round fields that hold one number (fedweb_engine/results/round_fields.py),
 # the round's own number aside: a field declared there is a name a report can fill.
 _NUMBERS = [f for f in round_fields.FIELDS if f.type in (int, float) and f.name != "round"]
 FLOAT_FIELDS = tuple(f.name for f in _NUMBERS if f.type is float)

@@ -1,2 +1,2 @@
-"""The fleet: workers and their heartbeats' rows, the queues, scheduling policies, placement, sharding,
-fair shares and the Prometheus view of it all."""
+"""The fleet: workers and their heartbeats' rows, the queues, scheduling policies, placement, gangs
+(workers recruited as ranks of distributed rounds), fair shares and the Prometheus view of it all."""

@@ -14,10 +14,10 @@ from django.conf import settings
 from django.db.models import Avg, F, Max, Q
 from django.utils import timezone
 
-from orchestrator.fleet import policies
+from orchestrator.fleet import gangs, policies
 from orchestrator.fleet.placement import WorkerRoom
 from orchestrator.fleet.policies import Candidate, QueueView
-from orchestrator.models import ACTIVE, Experiment, RoundMetric, Worker
+from orchestrator.models import ACTIVE, Experiment, RoundMetric, Sweep, Worker
 
 DEFAULT_PROBE_ROUND_SECONDS = 1.0  # srtf's guess for a round when no experiment of the queue has run one
 
@@ -48,6 +48,32 @@ def busy_rounds(queue: str, now: datetime) -> int:
     """Rounds of ``queue`` taking a worker's slot: running under a live lease, or sent and not yet claimed."""
     sent = Q(status__in=ACTIVE, dispatched_round__gt=F("current_round"))
     return Experiment.objects.filter(sent | held(now), queue=queue).count()
+
+
+def sweep_rooms(experiments, now: datetime) -> dict[int, list[int]]:
+    """{sweep: [rounds it may still start, its send counter]} for each sweep among ``experiments``
+    that caps its workers (``Sweep.max_workers``): the cap minus its rounds sent or running, on any
+    queue. The counter is read first, so a send made after this read makes ``take_sweep_slot`` fail."""
+    ids = {e.sweep_id for e in experiments if e.sweep_id is not None}
+    caps = {pk: (cap, sends) for pk, cap, sends in Sweep.objects.filter(pk__in=ids, max_workers__isnull=False)
+            .values_list("pk", "max_workers", "sends")}  # fmt: skip
+    if not caps:
+        return {}
+    sent = Q(status__in=ACTIVE, dispatched_round__gt=F("current_round"))
+    busy = Experiment.objects.filter(sent | held(now), sweep_id__in=caps).values_list("sweep_id", flat=True)
+    taken = {pk: 0 for pk in caps}
+    for pk in busy:
+        taken[pk] += 1
+    return {pk: [cap - taken[pk], sends] for pk, (cap, sends) in caps.items()}
+
+
+def take_sweep_slot(sweep_id: int, rooms: dict[int, list[int]]) -> bool:
+    """Take one of a capped sweep's slots: fails if another scheduler sent one of its rounds since
+    ``rooms`` was read (it is looked at again on the next pass), so its cap is never passed."""
+    room = rooms[sweep_id]
+    won = Sweep.objects.filter(pk=sweep_id, sends=room[1]).update(sends=F("sends") + 1)
+    room[1] = room[1] + 1 if won else -1  # -1: stale, never taken again in this pass
+    return bool(won)
 
 
 def measurements(experiment_ids: list[int], queue: str) -> dict[int, tuple[float | None, float | None]]:
@@ -151,6 +177,9 @@ def live_rooms(queue: str, now: datetime) -> list[WorkerRoom]:
         room = rooms.get(worker if pk in holders else dispatched_to)
         if room is not None:
             room.in_flight_mem_mb.append(peaks.get(pk, (None, None))[1])
+    for hostname in gangs.busy_members(queue):  # a rank of another worker's round: its slot is taken
+        if hostname in rooms:
+            rooms[hostname].in_flight_mem_mb.append(None)
     return list(rooms.values())
 
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from fedweb_engine.components import provenance
 from orchestrator.fleet import policies
 from orchestrator.fleet.policies import Candidate, QueueView, is_boosted, pack_fits
-from workers.engine import provenance
 
 
 @dataclass

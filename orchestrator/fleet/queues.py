@@ -15,11 +15,11 @@ from django.conf import settings
 from django.db.models import Avg, Count
 from kombu import Connection
 
+from fedweb_engine.components.provenance import has_plugin, label, required
 from orchestrator.experiments.records import RoundMetric
 from orchestrator.fleet.candidates import policy_for
 from orchestrator.fleet.workers import Worker
 from orchestrator.models import ACTIVE, Experiment, Status
-from workers.engine.provenance import has_plugin, label, required
 
 BROKER_TIMEOUT_S = 1.0
 START_HINT = "celery -A fedweb worker -Q {queue} --concurrency 1"

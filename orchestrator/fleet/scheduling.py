@@ -4,7 +4,8 @@ A round is *ready* when its experiment is active and the round before it is reco
 resume, after each round). ``schedule(queue)`` sends ready rounds in the order of the queue's
 policy (``orchestrator.fleet.policies``: fifo, priority, srtf, fair, pack; FEDWEB_POLICY) while the queue
 has room: its live workers' slots minus rounds running under a live lease minus rounds sent and
-not yet claimed, a sharded round counting once per shard still sent or training. Everything it decides from is in the database (``orchestrator.fleet.candidates``), so
+not yet claimed, minus the workers serving as ranks of another's distributed rounds
+(``orchestrator.fleet.gangs``). Everything it decides from is in the database (``orchestrator.fleet.candidates``), so
 any process decides alike and a restart loses nothing. It runs after every recorded round (and
 after any round task, whatever its outcome), on start and resume, and in every worker's heartbeat,
 so a worker that comes alive starts work within a heartbeat.
@@ -14,7 +15,10 @@ experiment's next round goes to the worker that ran its previous round (``Experi
 holds the experiment and its data in its caches) through that worker's own queue (``<hostname>.dq2``),
 when that worker is live, serves the queue and has a free slot; otherwise to the shared queue, where
 any worker takes it at the price of loading its state. A round sent to a worker that then died is
-released by the reconciler and sent again, as for ``pack``.
+released by the reconciler and sent again, as for ``pack``. A sweep with a worker cap
+(``Sweep.max_workers``) has at most that many rounds sent or running at once; its other ready
+rounds wait in the database, in the queue's order, and each send under the cap takes a
+compare-and-swap on the sweep's row (``candidates.take_sweep_slot``).
 
 With no live worker serving a queue, its ready rounds are sent at once (in policy order) and the
 broker holds them until a worker comes, as before policies existed; under ``pack`` they wait in
@@ -49,12 +53,12 @@ from datetime import timedelta
 from celery import current_app as app  # the Celery app (fedweb.celery), by name: the domain imports no glue
 from celery.utils.nodenames import worker_direct
 from django.conf import settings
-from django.db.models import Count, F
+from django.db.models import F
 from django.dispatch import receiver
 from django.utils import timezone
 
 from orchestrator.external import liveness
-from orchestrator.fleet import candidates, placement, policies, sharding
+from orchestrator.fleet import candidates, gangs, placement, policies
 from orchestrator.fleet.workers import Worker, queue_name
 from orchestrator.models import ACTIVE, Experiment, round_ready
 
@@ -133,12 +137,33 @@ def schedule(queue: str, *, by: str = "") -> list[tuple[int, int]]:
         pack_slots=settings.FEDWEB_PACK_SLOTS,
     )
 
+    caps = candidates.sweep_rooms(experiments, now)
+
     def send(c: policies.Candidate, to: str) -> bool:
         e = by_id[c.experiment_id]
+        if e.sweep_id in caps and not candidates.take_sweep_slot(e.sweep_id, caps):
+            return False  # another scheduler sent a round of this sweep meanwhile: its pass decides
         return dispatch_round(e, e.current_round + 1, to=to)
 
-    sent = placement.place(policy, policies.order(policy, ready, view), fleet, view, send, candidates.reserve)
+    ordered = _within_sweep_caps(policies.order(policy, ready, view), by_id, caps)
+    sent = placement.place(policy, ordered, fleet, view, send, candidates.reserve)
     return [(c.experiment_id, by_id[c.experiment_id].current_round + 1) for c in sent]
+
+
+def _within_sweep_caps(ordered: list[policies.Candidate], by_id: dict, caps: dict[int, list[int]]):
+    """The ordered candidates without those past their sweep's cap (``Sweep.max_workers``): of each
+    capped sweep only its first ready rounds, as many as it may still start. A search's runs keep
+    the queue's policy and order; the cap only holds back the rest of its rounds."""
+    left = {pk: room for pk, (room, _) in caps.items()}
+    kept = []
+    for c in ordered:
+        sweep = by_id[c.experiment_id].sweep_id
+        if sweep in left:
+            if left[sweep] <= 0:
+                continue
+            left[sweep] -= 1
+        kept.append(c)
+    return kept
 
 
 def _kept_for_holder(experiments: list[Experiment], by: str, rooms: list[placement.WorkerRoom], now) -> set[int]:
@@ -178,24 +203,11 @@ def _holders(experiments: list[Experiment], by: str) -> dict[int, str]:
 
 
 def _room(queue: str, now) -> int:
-    """Rounds the queue may start now: its live workers' slots minus the rounds in flight. With no live
-    worker, no limit: the broker holds the rounds until one comes (it then runs them in this order)."""
+    """Rounds the queue may start now: its live workers' slots minus the rounds in flight and the
+    gangs' members. With no live worker, no limit: the broker holds the rounds until one comes (it then
+    runs them in this order)."""
     slots = sum(w.slots for w in Worker.live() if queue in w.serve_queues())
-    return slots - candidates.busy_rounds(queue, now) - _extra_shards(queue) if slots else 1_000_000_000
-
-
-def _extra_shards(queue: str) -> int:
-    """Slots that sharded rounds take beyond the one ``busy_rounds`` counts per experiment: every shard
-    sent or training (not done) holds, or will hold, a worker's slot of the queue."""
-    rows = (
-        sharding.RoundShard.objects.filter(
-            experiment__queue=queue, experiment__status__in=ACTIVE, round=F("experiment__current_round") + 1, done=False
-        )
-        .values("experiment")
-        .annotate(n=Count("pk"))
-        .order_by()
-    )
-    return sum(row["n"] - 1 for row in rows)
+    return slots - candidates.busy_rounds(queue, now) - len(gangs.busy_members(queue)) if slots else 1_000_000_000
 
 
 def release(experiment, *, sent_at=None) -> bool:
@@ -245,7 +257,7 @@ def reconcile(now=None) -> list[tuple[int, int]]:
             continue
         if release(e, sent_at=e.dispatched_at):
             stuck.append((e, nxt, why))
-    sharding.reconcile(now, idle_queues)  # lost shards of rounds in flight, by the same rules
+    gangs.reconcile()  # gangs whose leader stopped answering, or whose run stopped
     liveness.mark_crashed(now)  # external runs gone silent, even while nobody opens a page
     sent = [pair for queue in _queues_with_ready_rounds() for pair in schedule(queue)]
     for e, nxt, why in stuck:
@@ -268,7 +280,6 @@ def _idle_queues() -> set[str]:
 def renew_leases(hostname: str, pids: list[int]) -> int:
     """Extend the leases of the rounds that ``hostname``'s live processes ``pids`` are running."""
     expires = timezone.now() + timedelta(seconds=settings.WORKER_LOST_AFTER)
-    sharding.renew_leases(hostname, pids)  # and the shards they hold
     return Experiment.objects.filter(worker=hostname, claim_pid__in=pids, claimed_round__gt=F("current_round")).update(
         lease_expires=expires
     )

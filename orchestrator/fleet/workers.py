@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from workers.engine.spec import Spec
+from fedweb_engine.spec.schema import Spec
 
 
 class Worker(models.Model):

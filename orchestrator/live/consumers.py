@@ -29,7 +29,7 @@ from orchestrator.experiments.public import host_names, redact
 from orchestrator.experiments.rounds import round_dict
 from orchestrator.live import events
 from orchestrator.live.fanout import RESYNC, Prepared, fanout_for
-from orchestrator.models import FINISHED, Experiment, RoundMetric, Worker
+from orchestrator.models import FINISHED, Experiment, Gang, RoundMetric, Worker
 
 FORBIDDEN = 4403  # WebSocket close code: "HTTP 403" in the private 4000-4999 range
 ACCESS_RECHECK_SECONDS = 30.0
@@ -262,7 +262,8 @@ class WorkersConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
 
     @database_sync_to_async
     def _current(self) -> tuple[list[events.WorkerEvent], events.QueuesEvent]:
-        workers = [events.worker_event(w) for w in Worker.objects.select_related("current_experiment")]
+        gangs = list(Gang.objects.all())
+        workers = [events.worker_event(w, gangs) for w in Worker.objects.select_related("current_experiment")]
         return access.workers_for_viewer(self.scope["user"], workers), events.queues_event()
 
     @database_sync_to_async

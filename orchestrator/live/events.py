@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db import transaction
 
 from orchestrator.experiments.leak import latest_leak_warnings, reads_memory
+from orchestrator.fleet.gangs import role_of
 from orchestrator.fleet.queues import queue_states, waiting_for
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class WorkerEvent(TypedDict):
     current_experiment_id: int | None  # None also when the viewer may not read that experiment
     current_experiment_name: str  # "" likewise
     busy: bool
+    gang: dict | None  # {"rank", "ranks", "leader", "members"} while it is a rank of a gang
     lost: bool
     lost_at: str  # when it counts as lost if no heartbeat comes: the page marks it then by itself
 
@@ -99,6 +101,14 @@ class QueuesEvent(TypedDict):
     queues: list[dict]
 
 
+class SearchEvent(TypedDict):
+    """A sweep's search decided (a run waits, stops or is promoted, a configuration is created): the
+    sweep's sockets refetch the page's parts and join the groups of runs created since they connected."""
+
+    type: Literal["search"]
+    sweep_id: int
+
+
 class AccessEvent(TypedDict):
     """Who may read an experiment may have changed: every socket that gets it checks again."""
 
@@ -107,6 +117,10 @@ class AccessEvent(TypedDict):
 
 def group_name(experiment_id: int) -> str:
     return f"experiment-{experiment_id}"
+
+
+def sweep_group_name(sweep_id: int) -> str:
+    return f"sweep-{sweep_id}"
 
 
 def user_group_name(user_id: int) -> str:
@@ -157,7 +171,8 @@ def log_event(event) -> LogEvent:
     }
 
 
-def worker_event(worker) -> WorkerEvent:
+def worker_event(worker, gangs: list | None = None) -> WorkerEvent:
+    """``gangs``: the current gangs when the caller read them once for many workers (else read here)."""
     return {
         "type": "worker",
         "hostname": worker.hostname,
@@ -168,6 +183,7 @@ def worker_event(worker) -> WorkerEvent:
         "current_experiment_id": worker.current_experiment_id,
         "current_experiment_name": worker.current_experiment.name if worker.current_experiment_id else "",
         "busy": worker.current_experiment_id is not None,
+        "gang": role_of(worker.hostname, gangs),  # a rank of a distributed run's group, or None
         "lost": worker.is_lost,
         "lost_at": (worker.last_heartbeat + timedelta(seconds=settings.WORKER_LOST_AFTER)).isoformat(),
     }
@@ -196,6 +212,12 @@ def publish_rounds(experiment_id: int, rounds: list[dict]) -> None:
 
 def publish_status(experiment) -> None:
     _send(group_name(experiment.pk), status_event(experiment))
+
+
+def publish_search(sweep_id: int) -> None:
+    """Sent once the decision commits: a socket that refetches then reads it (and its new runs)."""
+    event: SearchEvent = {"type": "search", "sweep_id": sweep_id}
+    transaction.on_commit(lambda: _send(sweep_group_name(sweep_id), event))
 
 
 def publish_log(event) -> None:

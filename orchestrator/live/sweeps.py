@@ -2,9 +2,10 @@
 (a round recorded, a status changed), and the page fetches the sweep's progress, table and charts
 again from the database (``views.sweep_sharing.sweep_live``), so the page itself never reloads.
 
-It publishes nothing of its own: it joins the groups of the sweep's runs, so the events the round
-tasks already publish for each run (``orchestrator.live.events``) reach it, and so do their ``access``
-events (a sweep's sharing is applied to its runs, which publishes them). Access is checked as on the
+It joins the groups of the sweep's runs, so the events the round tasks already publish for each run
+(``orchestrator.live.events``) reach it, and so do their ``access`` events (a sweep's sharing is
+applied to its runs, which publishes them); and the sweep's own group, where its search announces
+its decisions (``search``: the socket then joins the groups of the runs a TPE search created since). Access is checked as on the
 experiment socket: at connect, and again on every event; a socket that lost access is closed with
 4403 and sends nothing more.
 """
@@ -30,7 +31,7 @@ class SweepChanged(TypedDict):
     type: Literal["sweep_changed"]
     sweep_id: int
     experiment_id: int | None  # None on connect: "fetch what you have missed"
-    change: Literal["connected", "round", "status"]
+    change: Literal["connected", "round", "status", "search"]
 
 
 class SweepConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
@@ -54,7 +55,8 @@ class SweepConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
             await self.forbid()
             return
         self.allowed = True
-        await self.join(*(events.group_name(pk) for pk in run_ids), *self.user_groups())
+        runs = (events.group_name(pk) for pk in run_ids)
+        await self.join(events.sweep_group_name(self.sweep_id), *runs, *self.user_groups())
         await self.send_json(self._changed(None, "connected"))
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
@@ -76,6 +78,17 @@ class SweepConsumer(_GroupsMixin, AsyncJsonWebsocketConsumer):
 
     async def log(self, event: events.LogEvent):
         pass  # the sweep page shows no run's log
+
+    async def search(self, event: events.SearchEvent):
+        """The search decided: runs it created since the connect are joined, and the page refetches."""
+        if not self.allowed:
+            return
+        run_ids = await self._allowed_runs()
+        if run_ids is None:
+            await self.forbid()
+            return
+        await self.join(*(g for g in (events.group_name(pk) for pk in run_ids) if g not in self.joined))
+        await self.send_json(self._changed(None, "search"))
 
     # -- groups and access --------------------------------------------------------------------------
 

@@ -15,14 +15,14 @@ import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
 
+from fedweb_engine.components import registry
+from fedweb_engine.spec.components import COMPONENT_PATHS
+from fedweb_engine.spec.schema import Spec
 from orchestrator.experiments.run_summary import BY_KEY, COSTS
 from orchestrator.experiments.specs import flatten
 from orchestrator.experiments.states import Kind, Status
 from orchestrator.experiments.summaries import METRICS
 from orchestrator.runs.query import QueryError, suggest
-from workers.engine import registry
-from workers.engine.spec import Spec
-from workers.engine.spec_components import COMPONENT_PATHS
 
 NUMBER, TEXT, CHOICE, DATE, TAGS, SPEC, CUSTOM = "number", "text", "choice", "date", "tags", "spec", "custom"
 RUN, SUMMARY, TARGET, SPEC_SECTION, CUSTOM_SECTION = "run", "summary", "target", "spec", "custom"

@@ -149,3 +149,58 @@ def grouped_charts(charts: list[Chart], groups: list[dict], rounds_by_id: dict[i
         "panels": [{"id": f"grp-{c.id}", "title": f"{c.compare_title}: mean ± std per configuration"} for c in charts],
         "figures": {f"grp-{c.id}": grouped_figure(c, groups, rounds_by_id) for c in charts},
     }
+
+
+FADED = ("stopped", "failed")
+
+
+def rungs_figure(trials: list[dict], target: str, *, log_x: bool) -> dict:
+    """A search's rungs: each configuration's value at each decision round it reached (and at its
+    full length once completed), one line each; the stopped ones faded (``meta.faded``)."""
+    traces = []
+    for i, t in enumerate(trials):
+        points = sorted(t["values"].items()) + ([(t["total"], t["value"])] if t["value"] is not None else [])
+        faded = t["state"] in FADED
+        traces.append(go.Scatter(
+            x=[x for x, _ in points], y=[y for _, y in points], name=t["label"], mode="lines+markers",
+            opacity=0.3 if faded else 1.0, line={"color": PALETTE[i % len(PALETTE)], "dash": "dot" if faded else "solid"},
+            meta={"trial": t["number"], "state": t["state"], "faded": faded}, hovertemplate=f"{t['text']}<br>%{{y:.4f}}",
+        ))  # fmt: skip
+    chart = Chart("sweep-rungs", "Rungs", target, ())
+    layout = _layout(chart, y_title=target, right_axis=False, empty=not any(t["values"] for t in trials))
+    layout["title"] = {"text": f"{target} at each rung (stopped: faded)", "x": 0, "y": 0.98, "yanchor": "top",
+                       "font": {"size": 13}}  # fmt: skip
+    layout["margin"]["t"] = 72
+    layout["hovermode"] = "closest"
+    layout["xaxis"].update(title={"text": "round (rungs)"}, rangemode="normal")
+    if log_x:
+        layout["xaxis"]["type"] = "log"
+    return _figure_json(traces, layout)
+
+
+def trials_figure(trials: list[dict], target: str, direction: str) -> dict:
+    """TPE's trials in order: each one's value (its last decision value, faded, when it was stopped)
+    and the best value so far among those trained in full."""
+    xs, ys, faded, best, running = [], [], [], [], None
+    better = max if direction == "maximize" else min
+    for t in trials:
+        last = t["value"] if t["value"] is not None else (t["values"][max(t["values"])] if t["values"] else None)
+        if last is not None:
+            xs.append(t["number"] + 1)
+            ys.append(last)
+            faded.append(t["value"] is None)
+        if t["value"] is not None:
+            running = t["value"] if running is None else better(running, t["value"])
+        best.append(running)
+    numbers = [t["number"] + 1 for t in trials]
+    traces = [
+        go.Scatter(x=xs, y=ys, mode="markers", name="trial", meta={"role": "trials", "faded": faded},
+                   marker={"size": 9, "color": PALETTE[0], "opacity": [0.3 if f else 1.0 for f in faded]}),
+        go.Scatter(x=numbers, y=best, mode="lines", name="best so far", line={"color": PALETTE[1], "shape": "hv"},
+                   meta={"role": "best"}),
+    ]  # fmt: skip
+    chart = Chart("sweep-trials", "Trials", target, ())
+    layout = _layout(chart, y_title=target, right_axis=False, empty=not xs)
+    layout["xaxis"].update(title={"text": "trial"}, tick0=1, dtick=1)
+    layout["hovermode"] = "closest"
+    return _figure_json(traces, layout)

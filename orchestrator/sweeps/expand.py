@@ -1,4 +1,4 @@
-"""Sweeps: expand one submission into experiments, and create them all or none.
+"""Sweeps: expand one submission into the specs of its runs, every one checked (``create`` stores them).
 
 A sweep is a base spec, ``axes`` (dotted spec field -> the list of values it takes, ``seed``
 among them; a component option as ``model.options.width`` or ``model.options.vgg.width``, and the
@@ -19,23 +19,15 @@ from math import prod
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 
-from orchestrator.experiments.launch import checked_spec, create_experiment
-from orchestrator.models import Sweep
+from fedweb_engine.components import registry
+from fedweb_engine.spec import legacy as spec_legacy
+from fedweb_engine.spec.schema import COMPONENT_PATHS, Spec, SpecError, spec_fields
+from orchestrator.experiments.launch import checked_spec
+from orchestrator.sweeps.errors import SweepError
 from orchestrator.sweeps.models import SEED_FIELD, SWEEP_MODES
-from workers.engine import registry, spec_legacy
-from workers.engine.spec import COMPONENT_PATHS, Spec, SpecError, spec_fields
 
 MAX_ERRORS = 5  # errors reported per field: enough to see the pattern, not a wall of text
-
-
-class SweepError(ValueError):
-    """An invalid sweep: ``errors`` maps a field (``axes``, ``mode``, ``spec.algorithm.mu``...) to messages."""
-
-    def __init__(self, errors: dict[str, list[str]]):
-        super().__init__("; ".join(m for msgs in errors.values() for m in msgs))
-        self.errors = errors
 
 
 def _fail(field: str, message: str) -> SweepError:
@@ -93,6 +85,11 @@ def points(axes: dict[str, list], base: dict, *, mode: str, samples: int | None,
         raise _fail("axes", f"the sweep expands into {runs} runs, over the limit of {limit} (FEDWEB_SWEEP_MAX_RUNS)")
     configs = configurations(axes, mode=mode, samples=samples, sample_seed=sample_seed)
     return [{**config, SEED_FIELD: seed} for config, seed in itertools.product(configs, seeds)]
+
+
+def is_spec_field(field: str) -> bool:
+    """Whether a swept (or ranged) field names a spec field, by any of the names an axis accepts."""
+    return bool(_targets(field))
 
 
 def _targets(field: str) -> list[str]:
@@ -171,6 +168,22 @@ def describe(point: dict) -> str:
     return " ".join(f"{field.rsplit('.', 1)[-1]}={json.dumps(value)}" for field, value in point.items())
 
 
+def range_errors(base: dict, ranges: dict[str, dict], seed) -> dict[str, list[str]]:
+    """A TPE search's ranges tried against the base spec at their ends (and every choice), so that a
+    range the spec refuses (``local.lr`` from 0) is reported now, under ``ranges.<field>``."""
+    errors: dict[str, list[str]] = {}
+    for field, r in ranges.items():
+        ends = r["choices"] if r["type"] == "choice" else [r["low"], r["high"]]
+        for value in ends:
+            try:
+                checked_spec(with_values(base, {field: value, SEED_FIELD: seed}))
+            except SpecError as e:
+                messages = errors.setdefault(f"ranges.{field}", [])
+                if len(messages) < MAX_ERRORS:
+                    messages.append(f"ranges.{field} at {json.dumps(value)}: {e}")
+    return errors
+
+
 def expand(base: Any, axes: Any, *, mode: str = "grid", samples: int | None = None, sample_seed: int = 0):
     """[(point, Spec)] for every run, or ``SweepError``: spec errors are keyed ``spec.<field>`` and
     name the point (``spec.algorithm.mu: point mu=-1 seed=0: algorithm.mu must be >= 0``)."""
@@ -191,33 +204,3 @@ def expand(base: Any, axes: Any, *, mode: str = "grid", samples: int | None = No
     if errors:
         raise SweepError(errors)
     return runs
-
-
-def create_sweep(*, owner, base: Any, axes: Any, mode: str = "grid", samples: int | None = None,
-                 sample_seed: int = 0, start: bool = True, **fields) -> Sweep:  # fmt: skip
-    """Validate every point, then store the sweep and all its runs in one transaction (all or none),
-    then queue them when ``start``. ``fields``: name, description, tags, team, visibility."""
-    runs = expand(base, axes, mode=mode, samples=samples, sample_seed=sample_seed)
-    shared = {k: fields[k] for k in ("team", "visibility") if k in fields}
-    with transaction.atomic():
-        sweep = Sweep.objects.create(
-            owner=owner, base_spec=base, axes=check_axes(axes), mode=mode, samples=samples,
-            sample_seed=sample_seed, **fields,
-        )  # fmt: skip
-        experiments = [
-            create_experiment(
-                owner=owner,
-                spec=spec,
-                start=False,
-                sweep=sweep,
-                name=f"{sweep.name} · {describe(point)}",
-                description=sweep.description,
-                tags=sweep.tags,
-                **shared,
-            )  # fmt: skip
-            for point, spec in runs
-        ]
-    if start:
-        for experiment in experiments:
-            experiment.start(by=owner.username)
-    return sweep

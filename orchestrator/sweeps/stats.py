@@ -8,13 +8,13 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
+from fedweb_engine.spec.legacy import legacy_field
 from orchestrator.experiments.specs import flatten
 from orchestrator.experiments.summaries import METRICS, summarize
 from orchestrator.sweeps.models import SEED_FIELD
-from workers.engine.spec_legacy import legacy_field
 
 # The table's metrics (``METRICS``) are the run summaries the round fields declare
-# (workers/engine/round_fields.py, ``Summary``): each run is folded into them, then pooled over the runs.
+# (fedweb_engine/results/round_fields.py, ``Summary``): each run is folded into them, then pooled over the runs.
 
 
 def value_at(spec: dict, dotted: str) -> Any:

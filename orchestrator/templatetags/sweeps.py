@@ -1,4 +1,4 @@
-"""Filters of the sweep and compare pages: a row's metric, and mean ± std as text."""
+"""Filters of the sweep and compare pages: a row's metric, mean ± std and a ratio as text."""
 
 from __future__ import annotations
 
@@ -22,3 +22,9 @@ def mean_std(pair, metric=None) -> str:
         return "–"
     scale, digits, unit = (metric.scale, metric.digits, metric.unit) if metric else (1.0, 4, "")
     return f"{mean / scale:.{digits}f} ± {std / scale:.{digits}f}{unit}"
+
+
+@register.filter
+def percent(ratio) -> str:
+    """``31.5%`` of a ratio; an en dash for none."""
+    return "–" if ratio is None or ratio == "" else f"{100 * ratio:.1f}%"

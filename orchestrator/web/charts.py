@@ -1,7 +1,7 @@
 """The charts of a run, defined once: the live dashboard, the compare page and the offline report
 all draw the figures built here with ``plotly.graph_objects``.
 
-The charts and their traces are declared with the round's fields (``workers/engine/round_fields.py``:
+The charts and their traces are declared with the round's fields (``fedweb_engine/results/round_fields.py``:
 each field's ``Plot``s, the ``CHARTS`` frames); this module turns them into figures. Each trace
 carries, in its ``meta``, the ``Formula`` that reads its y value from a ``RoundResult``, as data.
 The server builds a page's figures from the rounds in the database; the page's script draws them
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from workers.engine import round_fields
-from workers.engine.round_fields import X_AXES, Formula
+from fedweb_engine.results import round_fields
+from fedweb_engine.results.round_fields import X_AXES, Formula
 
 PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#db2777", "#4b5563"]
 GRID = "#eef0f3"

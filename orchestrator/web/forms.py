@@ -18,10 +18,10 @@ from django import forms
 from django.conf import settings
 
 from fedweb import inputs
+from fedweb_engine.spec.schema import COMPONENT_PATHS, SECTIONS, Spec, SpecError, option_key, spec_fields
 from orchestrator.experiments.launch import checked_spec, create_experiment
 from orchestrator.models import Experiment
 from orchestrator.web.owned_forms import OwnedForm
-from workers.engine.spec import COMPONENT_PATHS, SECTIONS, Spec, SpecError, option_key, spec_fields
 
 # Derived from the algorithm; showing it would only let the two disagree.
 HIDDEN_SPEC_FIELDS = {"algorithm.server_optimizer"}

@@ -12,13 +12,13 @@ import math
 
 from django.core.cache import cache
 
+from fedweb_engine.communication.codecs import make_codec
+from fedweb_engine.components import registry
+from fedweb_engine.data import partition_summary
+from fedweb_engine.data.shapes import describe
+from fedweb_engine.spec.schema import Spec, SpecError
+from fedweb_engine.training.capacity import LIMIT_SETTINGS, model_layout
 from orchestrator.experiments.limits import check_new_spec, server_limits
-from workers.engine import registry
-from workers.engine.capacity import LIMIT_SETTINGS, model_layout
-from workers.engine.codecs import make_codec
-from workers.engine.data import partition_summary
-from workers.engine.data.shapes import describe
-from workers.engine.spec import Spec, SpecError
 
 PREVIEW_MAX_CLIENTS = 50
 # Above this many generated samples the preview would take seconds of CPU on the web server.

@@ -33,8 +33,8 @@ def render_report(experiment: Experiment, *, public: bool = False) -> str:
     ctx = {
         "experiment": experiment,
         "charts": dashboard_charts(rounds, experiment.spec),
-        "last_rounds": table_rows(rounds),
-        "table_columns": table_columns(),
+        "last_rounds": table_rows(rounds, experiment.spec),
+        "table_columns": table_columns(rounds, experiment.spec),
         # The dashboard's summary block: the run summaries the round fields declare.
         "summary": cells(summarize(rounds)),
         "leak_warnings": leak_warnings(rounds),
@@ -47,7 +47,7 @@ def render_report(experiment: Experiment, *, public: bool = False) -> str:
             "id": experiment.pk,
             "status": experiment.status,
             "total_rounds": experiment.total_rounds,
-            "table_columns": table_columns(),
+            "table_columns": table_columns(rounds, experiment.spec),
         },
         "generated": timezone.now(),
         "plotly_js": _static_text("vendor/plotly.min.js"),

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
+from fedweb_engine.spec import legacy as spec_legacy
+from fedweb_engine.spec.schema import option_key, spec_fields
 from orchestrator.experiments.specs import flatten
-from workers.engine import spec_legacy
-from workers.engine.spec import option_key, spec_fields
 
 RUN_GROUP = "run"  # the top-level fields (seed, rounds)
 

@@ -1,8 +1,8 @@
 """The new-sweep form: the base spec in the New experiment form's own component fields (with the
 same conditional display; or, as an advanced option, raw JSON, which then replaces them), the swept
 fields one per line (``algorithm.mu: 0, 0.01, 0.1, 1``), the seeds, and grid or seeded random
-sampling. ``clean()`` expands the sweep with ``sweeps.expand``: the form accepts exactly what the
-API accepts."""
+sampling, or a search (early stopping, TPE over ranges). ``clean()`` checks the sweep with
+``sweeps.create.check``: the form accepts exactly what the API accepts."""
 
 from __future__ import annotations
 
@@ -13,14 +13,21 @@ from django.core.exceptions import ValidationError
 
 from accounts.models import Team
 from fedweb import inputs
+from fedweb_engine.spec.schema import option_key, spec_fields
 from orchestrator.experiments.access import teams_for_creation
-from orchestrator.sweeps.expand import SweepError, expand
-from orchestrator.sweeps.models import SEED_FIELD, SWEEP_MODES
+from orchestrator.sweeps.create import check
+from orchestrator.sweeps.errors import SweepError
+from orchestrator.sweeps.models import SEED_FIELD, STOPPING, SWEEP_MODES
+from orchestrator.sweeps.search_options import DEFAULTS
 from orchestrator.web.forms import ExperimentForm, form_name
 from orchestrator.web.owned_forms import OwnedForm, TeamVisibilityChecks
-from workers.engine.spec import option_key, spec_fields
 
 AXES_HELP = "One swept field a line: algorithm.mu: 0, 0.01, 0.1, 1 (or a JSON list after the colon)."
+RANGES_HELP = (
+    "tpe: one field a line: local.lr: log 0.001..0.5 (log), algorithm.mu: 0..1 (linear), "
+    "local.epochs: int 1..5 (whole numbers; int log 1..64), algorithm.name: choice fedavg, fedprox."
+)
+SEARCH_FIELDS = ("stopping", "first_rung", "eta", "last_k", "target", "direction", "max_workers", "budget", "ranges")
 
 
 def parse_values(text: str) -> list:
@@ -61,6 +68,53 @@ def parse_axes(text: str) -> dict[str, list]:
     return axes
 
 
+def parse_range(text: str) -> dict:
+    """``log 0.001..0.5``, ``0..1``, ``int 1..5``, ``int log 1..64`` or ``choice a, b`` as a range
+    (``search_options.check_range`` judges its values); ``ValueError`` if it is none of these."""
+    words = text.split()
+    if words and words[0] == "choice":
+        return {"type": "choice", "choices": parse_values(text.strip()[len("choice") :])}
+    kind = "int" if words[:1] == ["int"] else "float"
+    words = words[1:] if kind == "int" else words
+    log = words[:1] == ["log"]
+    words = words[1:] if log else words
+    low, dots, high = " ".join(words).partition("..")
+    if not dots or not low.strip() or not high.strip():
+        raise ValueError("must read low..high, log low..high, int low..high or choice a, b")
+    return {"type": kind, "low": _scalar(low.strip()), "high": _scalar(high.strip()), "log": log}
+
+
+def parse_ranges(text: str) -> dict[str, dict]:
+    """The ranges textarea as {field: range}; ``ValueError`` naming the line and its field."""
+    ranges: dict[str, dict] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        field, colon, spec = line.partition(":")
+        if not colon or not field.strip():
+            raise ValueError(f"line {number} must read field: low..high")
+        try:
+            ranges[field.strip()] = parse_range(spec)
+        except ValueError as e:
+            raise ValueError(f"line {number}: {field.strip()} {e}") from None
+    return ranges
+
+
+def ranges_text(ranges: dict) -> str:
+    """The ranges as the textarea shows them (a clone)."""
+    lines = []
+    for field, r in ranges.items():
+        if r["type"] == "choice":
+            lines.append(
+                f"{field}: choice {', '.join(json.dumps(c) if not isinstance(c, str) else c for c in r['choices'])}"
+            )
+        else:
+            words = (["int"] if r["type"] == "int" else []) + (["log"] if r["log"] else [])
+            bounds = f"{r['low']}..{r['high']}"
+            lines.append(f"{field}: {' '.join([*words, bounds])}")
+    return "\n".join(lines)
+
+
 def axes_text(axes: dict) -> str:
     """The axes as the textarea shows them (a clone), the seed left to its own field."""
     return "\n".join(f"{f}: {json.dumps(v)}" for f, v in axes.items() if f != SEED_FIELD)
@@ -77,19 +131,40 @@ class SweepForm(ExperimentForm):
         help_text="Advanced: the spec every run shares as JSON (fields left out take their defaults). "
         "When filled, it replaces the spec fields above.",
     )
-    axes = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}), help_text=AXES_HELP)
+    axes = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}), help_text=AXES_HELP
+    )
     seeds = forms.CharField(required=False, help_text="Every configuration runs once per seed: 0, 1, 2.")
     mode = forms.ChoiceField(choices=[(m, m) for m in SWEEP_MODES], initial="grid",
-                             help_text="grid: every combination; random: a seeded sample of it.")  # fmt: skip
+                             help_text="grid: every combination; random: a seeded sample of it; "
+                                       "tpe: model-based search over the ranges below.")  # fmt: skip
     samples = forms.IntegerField(required=False, min_value=1, help_text="random: how many configurations to draw.")
-    sample_seed = forms.IntegerField(initial=0, min_value=0, required=False, help_text="random: the draw's seed.")
+    sample_seed = forms.IntegerField(initial=0, min_value=0, required=False,
+                                     help_text="random: the draw's seed; tpe: the sampler's.")  # fmt: skip
+    stopping = forms.ChoiceField(choices=[(s, s) for s in STOPPING], initial="none", required=False,
+                                 help_text="asha: successive halving over rounds; median: median stopping.")  # fmt: skip
+    first_rung = forms.IntegerField(required=False, min_value=1, initial=DEFAULTS["first_rung"],
+                                    help_text="The first decision after r rounds (median: every r rounds).")  # fmt: skip
+    eta = forms.IntegerField(required=False, min_value=2, initial=DEFAULTS["eta"], label="η",
+                             help_text="asha: each rung η× the rounds of the last; the top 1/η continue.")  # fmt: skip
+    last_k = forms.IntegerField(required=False, min_value=1, initial=DEFAULTS["last_k"], label="last k",
+                                help_text="Decide on the mean over seeds of the last k evaluated rounds.")  # fmt: skip
+    target = forms.CharField(required=False, initial=DEFAULTS["target"], max_length=120,
+                             help_text="A round field (test_accuracy, test_loss, train_loss...) or custom:<name>.")  # fmt: skip
+    direction = forms.ChoiceField(choices=[("", "auto"), ("maximize", "maximize"), ("minimize", "minimize")],
+                                  required=False, help_text="auto: maximize an accuracy, minimize anything else.")  # fmt: skip
+    max_workers = forms.IntegerField(required=False, min_value=1, label="max workers",
+                                     help_text="At most this many of the sweep's rounds at once; empty: no cap.")  # fmt: skip
+    budget = forms.IntegerField(required=False, min_value=1, help_text="tpe: how many configurations to try.")
+    ranges = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}),
+                             help_text=RANGES_HELP)  # fmt: skip
 
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, user=user, **kwargs)
         self.sweep_args: dict = {}
         self.from_json = False
         # The sweep's own fields after the spec's (Django orders fields by declaration, parents first).
-        own = ("base_spec", "axes", "seeds", "mode", "samples", "sample_seed")
+        own = ("base_spec", "axes", "seeds", "mode", "samples", "sample_seed", *SEARCH_FIELDS)
         self.order_fields([n for n in self.fields if n not in own] + list(own))
 
     def clean_base_spec(self) -> dict | None:
@@ -102,6 +177,12 @@ class SweepForm(ExperimentForm):
         if not isinstance(spec, dict):
             raise ValidationError("base spec must be a JSON object")
         return spec
+
+    def clean_ranges(self) -> dict:
+        try:
+            return parse_ranges(self.cleaned_data["ranges"])
+        except ValueError as e:
+            raise ValidationError(f"ranges: {e}") from None
 
     def clean_axes(self) -> dict:
         try:
@@ -125,26 +206,39 @@ class SweepForm(ExperimentForm):
         self.from_json = cleaned.get("base_spec") is not None
         for name in spec_names if self.from_json else skipped:
             self.errors.pop(name, None)  # the JSON replaces the fields; a hidden component's inputs have no say
-        if self.errors:
-            return cleaned
+        if set(self.errors) - set(SEARCH_FIELDS):
+            return cleaned  # a search setting's own error does not hide the others: they are checked below
         cleaned["base_spec"] = cleaned["base_spec"] if self.from_json else self.spec_dict()
         axes = dict(cleaned["axes"])
         if cleaned.get("seeds") is not None:
             axes[SEED_FIELD] = cleaned["seeds"]
         args = {"base": cleaned["base_spec"], "axes": axes, "mode": cleaned["mode"], "samples": cleaned.get("samples"),
-                "sample_seed": cleaned.get("sample_seed") or 0}  # fmt: skip
+                "sample_seed": cleaned.get("sample_seed") or 0, "stopping": cleaned.get("stopping") or "none",
+                "search": self._search(cleaned), "max_workers": cleaned.get("max_workers")}  # fmt: skip
         try:
-            expand(**args)
+            check(**args)
         except SweepError as e:
             for key, messages in e.errors.items():
                 self.add_error(self._field_of(key, axes), messages)
         self.sweep_args = args
         return cleaned
 
+    def _search(self, cleaned: dict) -> dict:
+        """The search settings the form was given (empty ones take their defaults)."""
+        keys = ("first_rung", "eta", "last_k", "target", "direction")
+        options = {k: cleaned[k] for k in keys if cleaned.get(k) not in (None, "")}
+        if cleaned["mode"] == "tpe":
+            options.update(budget=cleaned.get("budget"), ranges=cleaned.get("ranges") or {})
+        return options
+
     def _field_of(self, key: str, axes: dict) -> str | None:
         """The form field an expansion error belongs beside: the swept field's line or the base spec."""
-        if key in ("axes", "mode", "samples"):
+        if key in ("axes", "mode", "samples", "seeds", *SEARCH_FIELDS):
             return key
+        if key.startswith("ranges."):
+            return "ranges"
+        if key == "search":
+            return None
         dotted = key.removeprefix("spec.")
         if dotted == SEED_FIELD and SEED_FIELD in axes:
             return "seeds"

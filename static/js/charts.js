@@ -19,7 +19,7 @@
   const MIN_TICK_PX = 18; // log-axis tick labels closer than this overlap (12 px font)
   const $ = (id) => document.getElementById(id);
 
-  // A round's number by a formula the server sends as data (workers/engine/round_fields.py
+  // A round's number by a formula the server sends as data (fedweb_engine/results/round_fields.py
   // Formula: the sum of `keys`, null if one is missing, divided by `per` (null unless > 0), times
   // `scale`); the one evaluator of those formulas in the pages. `cumulative` is the caller's.
   function value(formula, m) {

@@ -113,8 +113,10 @@
     const body = document.querySelector("#rounds-table tbody");
     if (!body) return;
     // The columns come from the server (orchestrator/experiments/rounds.py TABLE_COLUMNS), as the rows it rendered.
-    const cells = page.table_columns.map((c) =>
-      c.digits === null ? ([null, undefined, ""].includes(m[c.field]) ? "–" : m[c.field]) : fmt(m[c.field] === null ? null : m[c.field] / c.scale, c.digits));
+    const one = (v, c) =>
+      c.digits === null ? ([null, undefined, ""].includes(v) ? "–" : v) : fmt(v === null || v === undefined ? null : v / c.scale, c.digits);
+    // A distributed round's per-rank values are lists: one value per rank, rank 0 first.
+    const cells = page.table_columns.map((c) => (Array.isArray(m[c.field]) ? m[c.field].map((v) => one(v, c)).join(", ") : one(m[c.field], c)));
     const tr = document.createElement("tr");
     for (const c of cells) { const td = document.createElement("td"); td.className = "num"; td.textContent = c; tr.appendChild(td); }
     body.insertBefore(tr, body.firstChild);

@@ -73,6 +73,7 @@
         const body = await response.json();
         $("sweep-progress").innerHTML = body.progress;
         table.tBodies[0].innerHTML = body.rows;
+        if ($("sweep-search")) $("sweep-search").innerHTML = body.search;
         if (sorted) sortBy(...sorted);
         draw(body.figures, body.parallel_pending);
         if (!body.active) $("cancel-sweep")?.closest("form")?.remove();

@@ -17,7 +17,12 @@
     const code = document.createElement("code"); code.textContent = w.hostname;
     cell(tr, code);
     cell(tr, w.queue);
-    cell(tr, isLost(w) ? badge("lost", "lost") : w.busy ? badge("busy", "running") : badge("idle", "completed"));
+    const state = cell(tr, isLost(w) ? badge("lost", "lost") : w.busy ? badge("busy", "running") : badge("idle", "completed"));
+    if (w.gang) {
+      const rank = badge(`rank ${w.gang.rank} of ${w.gang.ranks}`, "");
+      rank.title = `a rank of a distributed run led by ${w.gang.leader}`;
+      state.append(" ", rank);
+    }
     const gpus = cell(tr);
     if (!w.devices.length) gpus.append(Object.assign(document.createElement("span"), { className: "muted", textContent: "CPU only" }));
     for (const d of w.devices) {

@@ -5,11 +5,11 @@ import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from fedweb_engine.results.round_result import ROUND_RESULT_FIELDS
 from orchestrator.experiments import access
 from orchestrator.models import Experiment, Status
 from tests.accounts.world import PASSWORD, make_experiment, make_world, metrics
 from tests.conftest import TINY_SPEC
-from workers.engine.result import ROUND_RESULT_FIELDS
 
 pytestmark = pytest.mark.django_db
 

@@ -7,12 +7,12 @@ from rest_framework.test import APIClient
 
 from accounts.models import Team
 from fedweb.inputs import MAX_JSON_DEPTH, JSONInputError, loads, parse_int
+from fedweb_engine.spec.schema import Spec, SpecError
 from orchestrator.live.consumers import ExperimentConsumer
 from orchestrator.models import Experiment
 from tests.accounts.world import make_experiment
 from tests.conftest import TINY_SPEC
 from tests.web.test_forms import form_data
-from workers.engine.spec import Spec, SpecError
 
 pytestmark = pytest.mark.django_db
 

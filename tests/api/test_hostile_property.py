@@ -21,11 +21,12 @@ from hypothesis import strategies as st
 from rest_framework.authtoken.models import Token
 
 from accounts.models import Invitation, Membership, Team
+from fedweb_engine.components import registry
+from fedweb_engine.spec import legacy as spec_legacy
+from fedweb_engine.spec.schema import COMPONENT_PATHS, SECTIONS, spec_fields
 from orchestrator.models import Experiment, LogEntry, RoundMetric
 from tests.accounts.world import make_world
 from tests.web.test_forms import form_data
-from workers.engine import registry, spec_legacy
-from workers.engine.spec import COMPONENT_PATHS, SECTIONS, spec_fields
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,7 @@ the engine's on valid specs."""
 
 from benchmarks.__main__ import BENCHMARKS, NOT_IN_ALL
 from benchmarks.algorithms import CLIENT_ALGORITHMS, DATASETS, DITTO, rounds_to, simulate, spec
-from workers.engine.result import RoundResult
+from fedweb_engine.results.round_result import RoundResult
 
 
 def test_it_is_registered_but_left_out_of_all():

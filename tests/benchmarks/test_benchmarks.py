@@ -85,7 +85,7 @@ def test_it_shares_the_plain_loop_and_learns_something():
 
     from benchmarks.engine_throughput import quickstart_spec
     from benchmarks.plain import PlainFedAvg
-    from workers.engine.data import build_data
+    from fedweb_engine.data import build_data
 
     spec = quickstart_spec("cpu").replace(participation={"clients_per_round": 3})
     plain = PlainFedAvg(spec, build_data(spec.data, spec.seed), torch.device("cpu"))
@@ -144,8 +144,8 @@ def test_it_trains_every_client_with_the_vectorised_loop():
     import torch
 
     from benchmarks.plain_vmap import VmapFedAvg
-    from workers.engine.data import build_data
-    from workers.engine.presets import preset_spec
+    from fedweb_engine.data import build_data
+    from fedweb_engine.spec.presets import preset_spec
 
     spec = preset_spec("varying-participants").replace(
         rounds=8, data={"mean_samples": 20}, compute={"device": "cpu"}, local={"lr": 0.1}
@@ -164,8 +164,8 @@ def test_it_vmaps_only_the_clients_that_still_have_a_batch():
     import torch
 
     from benchmarks.plain_vmap import VmapFedAvg
-    from workers.engine.data import build_data
-    from workers.engine.presets import preset_spec
+    from fedweb_engine.data import build_data
+    from fedweb_engine.spec.presets import preset_spec
 
     spec = preset_spec("varying-participants").replace(rounds=2, data={"mean_samples": 20}, compute={"device": "cpu"})
     data = build_data(spec.data, spec.seed)
@@ -189,8 +189,8 @@ def test_the_loops_run_the_client_algorithms(algorithm, options):
 
     from benchmarks.plain import PlainFedAvg
     from benchmarks.plain_vmap import VmapFedAvg
-    from workers.engine.data import build_data
-    from workers.engine.presets import preset_spec
+    from fedweb_engine.data import build_data
+    from fedweb_engine.spec.presets import preset_spec
 
     base = preset_spec("varying-participants").replace(
         rounds=2, data={"mean_samples": 20, "num_clients": 8}, compute={"device": "cpu"},

@@ -2,7 +2,7 @@
 
 from benchmarks.__main__ import BENCHMARKS, NOT_IN_ALL
 from benchmarks.e2e_overhead import SPEC, WAYS, format_table
-from workers.engine.spec import Spec
+from fedweb_engine.spec.schema import Spec
 
 
 def test_it_is_registered_but_left_out_of_all():

@@ -76,9 +76,9 @@ def test_a_table_row_uses_the_file_its_caption_names(tmp_path):
 
 def test_it_fails_when_a_generated_table_no_longer_matches_its_file(tmp_path):
     root = _copy(tmp_path)
-    md = root / "benchmarks/results/shards_cpu.md"
-    record = json.loads((root / "benchmarks/results/shards-full-cpu.json").read_text())
+    md = root / "benchmarks/results/scheduling_real_cpu.md"
+    record = json.loads((root / "benchmarks/results/scheduling_real-small-cpu.json").read_text())
     first_row = record["table"].splitlines()[2]
     assert check_all(root) == [] and first_row in md.read_text()
     md.write_text(md.read_text().replace(first_row, first_row.replace("|", "| 9.99 |", 2).replace("| 9.99 |", "|", 1)))
-    assert any("shards_cpu.md: the table of shards-full-cpu.json" in p for p in check_all(root))
+    assert any("scheduling_real_cpu.md: the table of scheduling_real-small-cpu.json" in p for p in check_all(root))

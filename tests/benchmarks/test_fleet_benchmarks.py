@@ -1,5 +1,5 @@
-"""The benchmarks that start real workers (``shards``, ``scheduling --real``): their set-up and records,
-never their timings."""
+"""The benchmarks that start real processes (``distributed``, ``scheduling --real``): their set-up and
+records, never their timings."""
 
 from __future__ import annotations
 
@@ -39,9 +39,9 @@ def test_it_prints_each_policy_against_fifo():
 
 
 def test_it_registers_the_fleet_benchmarks_but_leaves_them_out_of_all():
-    assert {"shards", "viewers", "e2e_overhead"} <= set(BENCHMARKS)
+    assert {"distributed", "viewers", "e2e_overhead"} <= set(BENCHMARKS)
     assert NOT_IN_ALL == {
-        "shards", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead", "algorithms", "client_state",
+        "distributed", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead", "algorithms", "client_state",
         "ingest_live",
     }  # fmt: skip
 
@@ -49,7 +49,7 @@ def test_it_registers_the_fleet_benchmarks_but_leaves_them_out_of_all():
 def test_it_names_redis_url_when_a_fleet_benchmark_has_no_broker(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "shards", "--size", "small"],
+        [sys.executable, "-m", "benchmarks", "recovery", "--size", "small"],
         cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT), "FEDWEB_BENCH_RESULTS": str(tmp_path)},
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
@@ -58,49 +58,36 @@ def test_it_names_redis_url_when_a_fleet_benchmark_has_no_broker(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.integration
-def test_it_runs_every_shard_configuration_on_real_workers_to_the_same_model(redis_url, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "FEDWEB_BENCH_RESULTS": str(tmp_path), "REDIS_URL": redis_url}
-    env.pop("CELERY_BROKER_URL", None)
+def test_the_distributed_benchmark_runs_both_workloads_on_one_and_two_ranks(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FEDWEB_BENCH_RESULTS": str(tmp_path)}
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "shards", "--size", "small"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
+        [sys.executable, "-m", "benchmarks", "distributed", "--size", "small", "--device", "cpu"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    record = json.loads((tmp_path / "shards-small-cpu.json").read_text())
-    configs = record["configs"]
-    assert list(configs) == [
-        "1 worker, unsharded", "1 worker, 2 shards", "1 worker, 4 shards", "2 workers, 2 shards", "4 workers, 4 shards",
-    ]  # fmt: skip
-    reference = configs["1 worker, unsharded"]
-    for row in configs.values():
-        assert row["rounds"] == 3 and row["seconds_per_round"] > 0 and row["worker_cpu_seconds_per_round"] > 0
-        assert row["final_test_accuracy"] == pytest.approx(reference["final_test_accuracy"], abs=0.02)
-    assert set(record["overhead_seconds_per_round"]) == {"2", "4"}  # JSON keys
-    assert configs["1 worker, 4 shards"]["verdict"] == "control" and "verdict" in configs["2 workers, 2 shards"]
-    assert "| 2 workers, 2 shards |" in proc.stdout
+    record = json.loads((tmp_path / "distributed-small-cpu.json").read_text())
+    assert set(record["workloads"]) == {"heavy", "light"}
+    for name, w in record["workloads"].items():
+        assert list(w["runs"]) == ["1 rank, 1 thread", "1 rank, 2 threads", "2 ranks, 1 thread each"]
+        two = w["runs"]["2 ranks, 1 thread each"][0]
+        assert len(two["rank_train_seconds"]) == 2 and two["allreduce_seconds"] >= 0 and two["setup_seconds"] >= 0
+        losses = list(w["final_train_loss"].values())
+        assert max(losses) - min(losses) < 1e-4, (name, losses)  # the same run, whatever the ranks
+        assert w["speedup_2_ranks"]["median"] > 0 and len(w["load_1min"]) == 6
+    assert "| heavy |" in proc.stdout and "| light |" in proc.stdout
 
 
-def test_a_fleet_inside_the_no_parallelism_controls_spread_is_no_measurable_difference(capsys):
-    from benchmarks.common import Options
-    from benchmarks.shards import CONFIGS, config_label, summarise
+def test_the_baseline_is_the_faster_one_rank_run_of_each_repeat():
+    from benchmarks.distributed import CONFIGS, _summarise
 
-    def repeat(speedups: dict[tuple[int, int], float]) -> dict[str, dict]:
-        row = {"rounds": 8, "worker_cpu_seconds_per_round": 3.0, "load_average_before": 1.0}
-        return {config_label(*c): row | {"speedup": s, "seconds_per_round": 4.0 / s} for c, s in speedups.items()}
+    def runs(one_1: list[float], one_2: list[float], two: list[float]) -> dict[str, list[dict]]:
+        row = {"allreduce_seconds": 0.005, "setup_seconds": 0.1, "members_built_seconds": 2.0, "final_train_loss": 1.0,
+               "load_1min": [0.5, 0.7]}  # fmt: skip
+        return {label: [{**row, "seconds_per_round": s} for s in seconds]
+                for (label, _, _), seconds in zip(CONFIGS, (one_1, one_2, two), strict=True)}  # fmt: skip
 
-    # The control "1 worker, 4 shards" moves 1.0-1.33x with no extra core; 2 workers' 1.26x is inside that.
-    reps = [
-        repeat({(1, 1): 1.0, (1, 2): 1.01, (1, 4): 1.33, (2, 2): 1.26, (4, 4): 1.9}),
-        repeat({(1, 1): 1.0, (1, 2): 0.98, (1, 4): 1.10, (2, 2): 1.20, (4, 4): 1.7}),
-        repeat({(1, 1): 1.0, (1, 2): 1.05, (1, 4): 1.20, (2, 2): 1.30, (4, 4): 1.8}),
-    ]
-    assert [config_label(*c) for c in CONFIGS] == list(reps[0])
-    record = summarise(reps, Options(size="full"), 1.0, {})
-    configs = record["configs"]
-    assert record["control_speedup_spread"] == {"min": 0.98, "max": 1.33}
-    assert configs["2 workers, 2 shards"]["verdict"] == "no measurable difference"
-    assert configs["4 workers, 4 shards"]["verdict"] == "faster"
-    assert configs["4 workers, 4 shards"]["speedup_spread"]["min"] == 1.7
-    assert "2 workers 1.26x (no measurable difference)" in record["anchor_summary"]
-    assert "| no measurable difference |" in capsys.readouterr().out
+    w = _summarise("heavy", runs([2.0, 2.0, 2.2], [1.5, 2.5, 2.0], [1.0, 1.25, 1.1]))
+    assert w["speedup_2_ranks"]["values"] == [1.5, 1.6, 2.0 / 1.1]  # 1.5/1.0, 2.0/1.25, 2.0/1.1
+    assert w["meets_goal"] is True and w["speedup_2_ranks"]["crosses_1"] is False
+    slow = _summarise("light", runs([1.0, 1.0, 1.0], [1.2, 1.2, 1.2], [1.1, 0.9, 1.05]))
+    assert slow["speedup_2_ranks"]["crosses_1"] is True and "crosses 1.0" in slow["summary"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from fedweb_engine.spec.fields import applies
+from fedweb_engine.spec.schema import spec_fields
 from orchestrator.web.forms import HIDDEN_SPEC_FIELDS, form_name
 from tests.browser.conftest import log_in
-from workers.engine.fields import applies
-from workers.engine.spec import spec_fields
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration]
 

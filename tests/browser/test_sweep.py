@@ -11,10 +11,10 @@ import re
 
 import pytest
 
+from fedweb_engine.spec.presets import PRESETS
 from orchestrator.models import Sweep
 from tests import live
 from tests.browser.conftest import log_in, screenshot
-from workers.engine.presets import PRESETS
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.slow]
 

@@ -6,7 +6,7 @@ round before left (as SCAFFOLD's control variates must be)."""
 import numpy as np
 import torch
 
-from workers.engine.runner import Simulation
+from fedweb_engine.simulation.runner import Simulation
 
 WIDTH = 16
 

@@ -1,4 +1,4 @@
-"""A test-only, in-memory stand-in for ``workers.engine.client_state.ClientStateStore`` (issue 19,
+"""A test-only, in-memory stand-in for ``fedweb_engine.state.client_rows.ClientStateStore`` (issue 19,
 part B, built in parallel): the same three methods on one dense tensor, with the same contract
 (rows of a client never seen read as zeros; scattered rows are staged until ``commit``).
 Product code never uses it: it lets the client-algorithm tests run before the real store lands."""
@@ -28,7 +28,7 @@ class InMemoryStateStore:
 
 
 class InMemoryStates:
-    """A ``client_state`` factory for :class:`~workers.engine.runner.Simulation` that keeps its stores."""
+    """A ``client_state`` factory for :class:`~fedweb_engine.simulation.runner.Simulation` that keeps its stores."""
 
     def __init__(self):
         self.stores: dict[str, InMemoryStateStore] = {}

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from workers.engine.presets import VARYING_SCHEDULE, preset_spec
-from workers.engine.runner import Simulation
-from workers.engine.spec import Spec
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.presets import VARYING_SCHEDULE, preset_spec
+from fedweb_engine.spec.schema import Spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,7 +34,7 @@ def tiny(**changes) -> Spec:
 
 def _cli(*args: str) -> tuple[list[dict], str]:
     out = subprocess.run(
-        [sys.executable, "-m", "workers.engine", *args], cwd=ROOT, capture_output=True, text=True, check=True
+        [sys.executable, "-m", "fedweb_engine", *args], cwd=ROOT, capture_output=True, text=True, check=True
     )
     return [json.loads(line) for line in out.stdout.splitlines()], out.stderr
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from workers.engine.strategies.aggregate import accumulate_, divide_by_total_, weighted_average
+from fedweb_engine.strategies.aggregate import accumulate_, divide_by_total_, weighted_average
 
 
 def test_it_weights_clients_by_sample_count():

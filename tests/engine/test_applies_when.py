@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from workers.engine.fields import applies
-from workers.engine.spec import Spec, spec_fields
+from fedweb_engine.spec.fields import applies
+from fedweb_engine.spec.schema import Spec, spec_fields
 
 
 def flat_choices(spec: Spec) -> dict:

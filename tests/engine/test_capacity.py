@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from workers.engine.capacity import Limits, check_capacity, estimate
-from workers.engine.data import build_data
-from workers.engine.models import build_model, count_params
-from workers.engine.presets import PRESETS, preset_specs
-from workers.engine.spec import Spec, SpecError
+from fedweb_engine.data import build_data
+from fedweb_engine.models import build_model, count_params
+from fedweb_engine.spec.presets import PRESETS, preset_specs
+from fedweb_engine.spec.schema import Spec, SpecError
+from fedweb_engine.training.capacity import Limits, check_capacity, estimate
 
 ROOT = Path(__file__).resolve().parents[2]
 # A round of each, small enough for CI; the estimate must be within a factor of 2 of what it takes.
@@ -44,8 +44,8 @@ REAL_RUNS = {
 MEASURE = """
 import gc, json, sys
 import torch
-from workers.engine.runner import Simulation
-from workers.engine.spec import Spec
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.schema import Spec
 
 def kb(field):
     return next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith(field))
@@ -208,7 +208,7 @@ class _Branchy(torch.nn.Module):
 
 @pytest.fixture
 def plugin_models():
-    from workers.engine import registry
+    from fedweb_engine.components import registry
 
     registry.model("cap_branchy")(lambda shape, classes, options: _Branchy(classes))
     registry.model("cap_broken")(lambda shape, classes, options: _Branchy(classes, fail=True))
@@ -230,7 +230,7 @@ def test_a_plugin_model_that_fails_on_the_datasets_inputs_is_a_model_name_error(
 
 
 def test_a_plugin_dataset_whose_loader_fails_is_a_data_name_error():
-    from workers.engine import registry
+    from fedweb_engine.components import registry
 
     def load(options, rng):
         raise OSError("disk quota exceeded")

@@ -6,8 +6,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from workers.engine import checkpoint
-from workers.engine.checkpoint import CHECKPOINT_FORMAT, read_checkpoint, write_checkpoint
+from fedweb_engine.state import checkpoint
+from fedweb_engine.state.checkpoint import CHECKPOINT_FORMAT, read_checkpoint, write_checkpoint
 
 
 def test_it_reads_back_what_it_wrote(tmp_path):

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
+from fedweb_engine.algorithms import ClientRound
+from fedweb_engine.algorithms.scaffold import Scaffold
+from fedweb_engine.communication.codecs import make_codec
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.schema import Spec, SpecError
 from tests.engine.state_store_standin import InMemoryStates
-from workers.engine.algorithms import ClientRound
-from workers.engine.algorithms.scaffold import Scaffold
-from workers.engine.codecs import make_codec
-from workers.engine.runner import Simulation
-from workers.engine.spec import Spec, SpecError
 
 TARGET = 0.9
 # digits, 2 classes per client (the `shards` split), a logistic model: FedAvg's client drift is large.
@@ -164,7 +164,6 @@ def test_fedprox_needs_no_store_and_runs_anywhere():
     [
         ({"privacy": {"mechanism": "gaussian"}}, "DP"),
         ({"compute": {"device": "cpu", "isolation": "process"}}, "isolation"),
-        ({"compute": {"device": "cpu", "shards": 2}}, "shards"),
     ],
 )
 def test_a_stateful_client_algorithm_is_refused_where_its_state_cannot_go(sections, message):

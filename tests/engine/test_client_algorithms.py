@@ -16,13 +16,13 @@ import pytest
 import torch
 from torch import nn
 
+from fedweb_engine.algorithms import ClientAlgorithm, ClientRound, GroupContext, build_algorithm
+from fedweb_engine.components import registry
+from fedweb_engine.data.base import FederatedData
+from fedweb_engine.spec.schema import LocalSpec
+from fedweb_engine.training.client import SequentialTrainer, VectorTrainer
+from fedweb_engine.training.plan import assemble_group
 from tests.engine.state_store_standin import InMemoryStateStore
-from workers.engine import registry
-from workers.engine.algorithms import ClientAlgorithm, ClientRound, GroupContext, build_algorithm
-from workers.engine.client import SequentialTrainer, VectorTrainer
-from workers.engine.data.base import FederatedData
-from workers.engine.plan import assemble_group
-from workers.engine.spec import LocalSpec
 
 LR, N_CLIENTS = 0.3, 5
 CPU = torch.device("cpu")

@@ -9,15 +9,16 @@ import psutil
 import pytest
 import torch
 
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.schema import Spec
+from fedweb_engine.state import client_rows as client_state
+from fedweb_engine.state import sparse_files
+from fedweb_engine.state.checkpoint import write_checkpoint
+from fedweb_engine.state.client_rows import ClientStateStore, StateUnavailable
+from fedweb_engine.state.client_state import ClientStates
+from fedweb_engine.state.round_state import compact_state, complete_state
 from tests.conftest import TINY_SPEC
 from tests.engine import client_state_toy
-from workers.engine import client_state, sparse_files
-from workers.engine.checkpoint import write_checkpoint
-from workers.engine.client_state import ClientStateStore, StateUnavailable
-from workers.engine.client_states import ClientStates
-from workers.engine.round_state import compact_state, complete_state
-from workers.engine.runner import Simulation
-from workers.engine.spec import Spec
 
 CPU = torch.device("cpu")
 N, W = 50, 8

@@ -2,8 +2,8 @@
 
 import torch
 
-from workers.engine import Simulation, Spec
-from workers.engine.result import PARTICIPATION_BINS
+from fedweb_engine import Simulation, Spec
+from fedweb_engine.results.round_result import PARTICIPATION_BINS
 
 SPEC = {
     "rounds": 6,

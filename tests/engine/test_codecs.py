@@ -6,8 +6,8 @@ import struct
 import pytest
 import torch
 
-from workers.engine import registry
-from workers.engine.codecs import HEADER_BYTES, compress_with_feedback, make_codec
+from fedweb_engine.communication.codecs import HEADER_BYTES, compress_with_feedback, make_codec
+from fedweb_engine.components import registry
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 LAYOUT = [600, 300, 100]  # P = 1000, three tensors

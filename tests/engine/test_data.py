@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from workers.engine import spec_legacy
-from workers.engine.data import as_input, build_data, partition_summary
-from workers.engine.data.cifar10 import restricted_load
-from workers.engine.spec import DataSpec, SpecError
-from workers.engine.validation import build
+from fedweb_engine.data import as_input, build_data, partition_summary
+from fedweb_engine.data.cifar10 import restricted_load
+from fedweb_engine.spec import legacy as spec_legacy
+from fedweb_engine.spec.schema import DataSpec, SpecError
+from fedweb_engine.spec.validation import build
 
 
 def _spec(**kw) -> DataSpec:

@@ -8,11 +8,11 @@ import psutil
 import pytest
 import torch
 
-from workers.engine import Spec
-from workers.engine.data import build_data
-from workers.engine.data import cache as data_cache
-from workers.engine.data.cache import DataCache
-from workers.engine.runner import Simulation
+from fedweb_engine import Spec
+from fedweb_engine.data import build_data
+from fedweb_engine.data import cache as data_cache
+from fedweb_engine.data.cache import DataCache
+from fedweb_engine.simulation.runner import Simulation
 
 SPEC = {
     "seed": 3,

@@ -3,8 +3,8 @@
 import numpy as np
 import torch
 
-from workers.engine.privacy import GaussianMechanism, clip_rows_
-from workers.engine.spec import PrivacySpec
+from fedweb_engine.privacy.mechanism import GaussianMechanism, clip_rows_
+from fedweb_engine.spec.schema import PrivacySpec
 
 
 def test_it_moves_the_model_by_at_most_c_over_n_for_one_client_sending_a_huge_update():

@@ -10,16 +10,17 @@ import numpy as np
 import pytest
 import torch
 
+from fedweb_engine.algorithms import build_algorithm
+from fedweb_engine.components import registry
+from fedweb_engine.components.provenance import spec_provenance
+from fedweb_engine.data.base import FederatedData
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.schema import LocalSpec, Spec
+from fedweb_engine.training import vmap_probe
+from fedweb_engine.training.client import VectorTrainer, sgd_update_
+from fedweb_engine.training.evaluation import evaluate
+from fedweb_engine.training.plan import plan_groups, sample_cohort
 from tests.live import EXAMPLE_COMPONENTS, EXAMPLE_DIR, EXAMPLE_PLUGIN, ROOT
-from workers.engine import registry, vmap_probe
-from workers.engine.algorithms import build_algorithm
-from workers.engine.client import VectorTrainer, sgd_update_
-from workers.engine.data.base import FederatedData
-from workers.engine.evaluation import evaluate
-from workers.engine.plan import plan_groups, sample_cohort
-from workers.engine.provenance import spec_provenance
-from workers.engine.runner import Simulation
-from workers.engine.spec import LocalSpec, Spec
 
 EXAMPLE, PACKAGE, COMPONENTS = EXAMPLE_DIR, EXAMPLE_PLUGIN, EXAMPLE_COMPONENTS
 
@@ -184,7 +185,7 @@ def test_the_engine_cli_runs_a_spec_naming_the_plugin_components(tmp_path):
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     env = {**os.environ, "FEDWEB_PLUGINS": PACKAGE, "PYTHONPATH": f"{EXAMPLE}{os.pathsep}{ROOT}"}
     done = subprocess.run(
-        [sys.executable, "-m", "workers.engine", "run", str(tmp_path / "spec.json"), "--quiet"],
+        [sys.executable, "-m", "fedweb_engine", "run", str(tmp_path / "spec.json"), "--quiet"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -10,14 +10,16 @@ import weakref
 import pytest
 import torch
 
+from fedweb_engine import Spec
+from fedweb_engine.data.base import gather
+from fedweb_engine.probes import memory as probes
+from fedweb_engine.simulation import runner
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.schema import LocalSpec, SpecError
+from fedweb_engine.training.client import LossScaler, SequentialTrainer, VectorTrainer
+from fedweb_engine.training.devices import prepare
+from fedweb_engine.training.plan import plan_groups
 from tests.engine.test_runner import SMALL
-from workers.engine import Spec, probes, runner
-from workers.engine.client import LossScaler, SequentialTrainer, VectorTrainer
-from workers.engine.data.base import gather
-from workers.engine.devices import prepare
-from workers.engine.plan import plan_groups
-from workers.engine.runner import Simulation
-from workers.engine.spec import LocalSpec, SpecError
 
 META = torch.device("meta")
 

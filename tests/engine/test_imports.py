@@ -6,10 +6,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Every module of workers.engine, found on disk, so a new file is covered without editing this list.
+# Every module of fedweb_engine, found on disk, so a new file is covered without editing this list.
 ENGINE_MODULES = (
-    "import pkgutil, workers.engine as engine\n"
-    "names = [m.name for m in pkgutil.walk_packages(engine.__path__, 'workers.engine.')]\n"
+    "import pkgutil, fedweb_engine as engine\n"
+    "names = [m.name for m in pkgutil.walk_packages(engine.__path__, 'fedweb_engine.')]\n"
 )
 
 

@@ -13,11 +13,12 @@ import psutil
 import pytest
 import torch
 
+from fedweb_engine.components.plugins import PluginError, load_plugins
+from fedweb_engine.isolation import child as isolation_child
+from fedweb_engine.isolation import parent as isolation
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.schema import Spec
 from tests.live import wait_for
-from workers.engine import isolation, isolation_child
-from workers.engine.plugins import PluginError, load_plugins
-from workers.engine.runner import Simulation
-from workers.engine.spec import Spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -107,8 +108,8 @@ def test_it_leaves_no_orphan_when_the_parent_is_killed(faulty):
     faulty("hang")
     code = (
         "import json, sys\n"
-        "from workers.engine.runner import Simulation\n"
-        "from workers.engine.spec import Spec\n"
+        "from fedweb_engine.simulation.runner import Simulation\n"
+        "from fedweb_engine.spec.schema import Spec\n"
         "Simulation(Spec.from_dict(json.loads(sys.argv[1]))).next_round()\n"
     )
     parent = subprocess.Popen([sys.executable, "-c", code, json.dumps(ISOLATED)], cwd=ROOT)
@@ -124,7 +125,7 @@ def test_it_leaves_no_orphan_when_the_parent_is_killed(faulty):
 
 def _isolated_child_of(pid: int) -> psutil.Process | None:
     for child in psutil.Process(pid).children():
-        if "workers.engine.isolation_child" in child.cmdline():
+        if "fedweb_engine.isolation.child" in child.cmdline():
             return child
     return None
 
@@ -165,7 +166,7 @@ def test_it_stops_the_engine_command_line_on_a_plugin_that_fails_to_import():
     env = {**os.environ, "FEDWEB_PLUGINS": "no_such_fedweb_plugin"}
 
     out = subprocess.run(
-        [sys.executable, "-m", "workers.engine", "presets"], cwd=ROOT, env=env, capture_output=True, text=True
+        [sys.executable, "-m", "fedweb_engine", "presets"], cwd=ROOT, env=env, capture_output=True, text=True
     )
 
     assert out.returncode == 2

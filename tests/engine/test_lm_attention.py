@@ -7,10 +7,10 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad
 
-from workers.engine import vmap_probe
-from workers.engine.client import VectorTrainer, task_loss
-from workers.engine.models.lm import LM14M, causal_attention
-from workers.engine.spec import LocalSpec
+from fedweb_engine.models.lm import LM14M, causal_attention
+from fedweb_engine.spec.schema import LocalSpec
+from fedweb_engine.training import vmap_probe
+from fedweb_engine.training.client import VectorTrainer, task_loss
 
 
 def test_the_written_out_attention_equals_sdpa():

@@ -7,10 +7,10 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
-from workers.engine import registry
-from workers.engine.models import build_model, count_params, flops_per_sample
-from workers.engine.spec import ModelSpec
-from workers.engine.validation import build
+from fedweb_engine.components import registry
+from fedweb_engine.models import build_model, count_params, flops_per_sample
+from fedweb_engine.spec.schema import ModelSpec
+from fedweb_engine.spec.validation import build
 
 
 def M(name: str, **options) -> ModelSpec:

@@ -3,7 +3,7 @@
 On a GPU, ``.item()``, ``.cpu()``, ``.tolist()``, ``.numpy()``, ``float(t)``, ``int(t)`` or
 ``bool(t)`` on a device tensor makes the host wait for the device: once per step that serialises
 ``cuda:all`` and starves the GPU. A CPU run cannot show the cost, so this reads the source: every
-such call in the per-step functions of client.py and training.py must be in ALLOWED, with why.
+such call in the per-step functions of training/client.py and training/dispatch.py must be in ALLOWED, with why.
 """
 
 import ast
@@ -11,25 +11,25 @@ from pathlib import Path
 
 import pytest
 
-ENGINE = Path(__file__).resolve().parents[2] / "workers" / "engine"
+ENGINE = Path(__file__).resolve().parents[2] / "fedweb_engine"
 
 # (file, function) whose bodies run per step, per group or per client of a round.
 PER_STEP = {
-    "client.py": ["sgd_update_", "VectorTrainer._step_fn",
+    "training/client.py": ["sgd_update_", "VectorTrainer._step_fn",
                   "VectorTrainer.gradients", "VectorTrainer._view_gradients", "VectorTrainer.train",
                   "VectorTrainer._local_sgd", "sgd_views_update_",
                   "SequentialTrainer.train", "SequentialTrainer._local_sgd"],
-    "losses.py": ["task_loss", "weighted_task_loss", "batch_weights", "LossScaler.unscale_and_check"],
-    "training.py": ["train_plans", "_uplink", "_collect_rows"],
+    "training/losses.py": ["task_loss", "weighted_task_loss", "batch_weights", "LossScaler.unscale_and_check"],
+    "training/dispatch.py": ["train_plans", "_uplink", "_collect_rows"],
 }  # fmt: skip
 SYNCING_METHODS = {"item", "cpu", "tolist", "numpy"}
 SYNCING_BUILTINS = {"float", "int", "bool"}
 
 # (file, function, source line stripped) -> why it does not wait for a device.
 ALLOWED = {
-    ("client.py", "SequentialTrainer.train", "steps_host = plan.active.sum(dim=1).to(torch.int64).tolist()"):
+    ("training/client.py", "SequentialTrainer.train", "steps_host = plan.active.sum(dim=1).to(torch.int64).tolist()"):
         "the plan's tensors are host tensors, read once per group",
-    ("client.py", "SequentialTrainer.train", "counts = plan.mask.sum(dim=2).to(torch.int64).tolist()"):
+    ("training/client.py", "SequentialTrainer.train", "counts = plan.mask.sum(dim=2).to(torch.int64).tolist()"):
         "the plan's tensors are host tensors, read once per group",
 }  # fmt: skip
 
@@ -84,6 +84,6 @@ def test_the_check_catches_each_kind_of_sync():
         "    a = x.item()", "    b = float(x)", "    c = int(x.sum())", "    d = bool(x)", "    e = x.cpu()",
         "    f = float('inf')",
     ])  # fmt: skip
-    assert [line for _, _, line in offences("training.py", source)] == [
+    assert [line for _, _, line in offences("training/dispatch.py", source)] == [
         "a = x.item()", "b = float(x)", "c = int(x.sum())", "d = bool(x)", "e = x.cpu()",
     ]  # fmt: skip

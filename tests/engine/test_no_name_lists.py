@@ -12,11 +12,11 @@ import ast
 import re
 from pathlib import Path
 
-from workers.engine import registry
+from fedweb_engine.components import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 SKIP_DIRS = {".venv", "tests", "migrations", "node_modules", ".git", "__pycache__"}
-SKIP_FILES = {Path("workers/engine/registry.py")}
+SKIP_FILES = {Path("fedweb_engine/components/registry.py")}
 # Lists that are not read from the registry by design, each with why.
 ALLOWED = {
     "benchmarks/plain.py": "the hand-written baseline loops implement exactly these algorithms, whatever is registered",

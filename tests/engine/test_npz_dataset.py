@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from workers.engine import registry
-from workers.engine.data.npz import WHERE
-from workers.engine.registry import DataContext
-from workers.engine.spec import SpecError
+from fedweb_engine.components import registry
+from fedweb_engine.components.registry import DataContext
+from fedweb_engine.data.npz import WHERE
+from fedweb_engine.spec.schema import SpecError
 
 
 @pytest.fixture
@@ -135,7 +135,7 @@ def test_bad_contents_are_named(root):
 
 
 def test_an_oversized_header_is_refused_before_reading(root, monkeypatch):
-    from workers.engine.data import npz
+    from fedweb_engine.data import npz
 
     x, y = _images(50, 0)
     np.savez(root / "big.npz", x_train=x, y_train=y)
@@ -169,8 +169,8 @@ def test_describe_matches_the_loaded_pool(root, monkeypatch, layout):
 
 
 def test_a_spec_in_the_new_shape_selects_npz_with_a_natural_partition(root):
-    from workers.engine.data import build_data
-    from workers.engine.spec import Spec
+    from fedweb_engine.data import build_data
+    from fedweb_engine.spec.schema import Spec
 
     (root / "clients").mkdir()
     for i in range(3):

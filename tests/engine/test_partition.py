@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from workers.engine.data import partition
+from fedweb_engine.data import partition
 
 
 def _rng(seed=0):

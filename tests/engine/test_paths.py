@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from workers.engine.data import build_data
-from workers.engine.data.paths import OUTSIDE, confine
-from workers.engine.spec import DataSpec, SpecError
-from workers.engine.validation import build
+from fedweb_engine.data import build_data
+from fedweb_engine.data.paths import OUTSIDE, confine
+from fedweb_engine.spec.schema import DataSpec, SpecError
+from fedweb_engine.spec.validation import build
 
 
 def _cifar(path: str, **kw) -> DataSpec:
@@ -115,7 +115,7 @@ def test_it_confines_the_cli_to_its_data_root(tmp_path):
     spec = {"rounds": 1, "data": {"dataset": "cifar10", "path": str(tmp_path / "mine"), "num_clients": 2, "partition": "iid"},
             "model": {"name": "logistic"}, "participation": {"clients_per_round": 2}, "compute": {"device": "cpu"}}  # fmt: skip
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    cli = [sys.executable, "-m", "workers.engine", "run", str(tmp_path / "spec.json"), "--quiet", "--data-root"]
+    cli = [sys.executable, "-m", "fedweb_engine", "run", str(tmp_path / "spec.json"), "--quiet", "--data-root"]
 
     inside = subprocess.run([*cli, str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     outside = subprocess.run([*cli, str(tmp_path / "elsewhere")], cwd=ROOT, capture_output=True,

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from workers.engine import registry
-from workers.engine.codecs import Codec, make_codec
-from workers.engine.registry import option
-from workers.engine.runner import Simulation
-from workers.engine.spec import Spec, SpecError
+from fedweb_engine.communication.codecs import Codec, make_codec
+from fedweb_engine.components import registry
+from fedweb_engine.components.registry import option
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.schema import Spec, SpecError
 
 SPEC = {
     "seed": 2,

@@ -7,7 +7,7 @@ import types
 import psutil
 import torch
 
-from workers.engine import probes
+from fedweb_engine.probes import memory as probes
 
 FIELDS = ["rss_mb", "threads", "vram_allocated_mb", "vram_reserved_mb", "vram_peak_mb", "nvml_used_mb", "nvml_total_mb"]
 

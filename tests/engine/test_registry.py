@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from workers.engine import registry
-from workers.engine.plugins import PluginError, load_plugins
-from workers.engine.registry import RegistryError, UnknownComponent, option
+from fedweb_engine.components import registry
+from fedweb_engine.components.plugins import PluginError, load_plugins
+from fedweb_engine.components.registry import RegistryError, UnknownComponent, option
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def test_a_name_is_taken_once_and_the_error_names_who_holds_it(cleanup):
         def second(input_shape, num_classes, options):
             return None
 
-    with pytest.raises(RegistryError, match="already registered by workers.engine"):
+    with pytest.raises(RegistryError, match="already registered by fedweb_engine"):
         registry.model("cnn")(lambda input_shape, num_classes, options: None)
     assert registry.get("model", "reg_test_a").factory is first  # the first one stays
 
@@ -90,12 +90,12 @@ def test_a_plugin_reports_its_components_and_the_hash_of_the_code_it_loaded(tmp_
     package.mkdir()
     source = textwrap.dedent(
         """
-        from workers.engine import registry
+        from fedweb_engine.components import registry
 
         @registry.strategy("reg_plugin_strategy", moments=1)
         def build(*, num_params, device, lr, options):
             '''A server step.'''
-            from workers.engine.strategies import FedAvg
+            from fedweb_engine.strategies import FedAvg
             return FedAvg(num_params=num_params, device=device, lr=lr)
         """
     )

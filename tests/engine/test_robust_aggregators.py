@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
-from workers.engine import registry
-from workers.engine.spec import AlgorithmSpec, SpecError
-from workers.engine.strategies import build_strategy, needs_updates, robust
-from workers.engine.strategies.robust import coordinate_median, krum, trimmed_count, trimmed_mean
+from fedweb_engine.components import registry
+from fedweb_engine.spec.schema import AlgorithmSpec, SpecError
+from fedweb_engine.strategies import build_strategy, needs_updates, robust
+from fedweb_engine.strategies.robust import coordinate_median, krum, trimmed_count, trimmed_mean
 
 # Five clients, two coordinates; the last client is an outlier in both.
 FIVE = torch.tensor([[1.0, -2.0], [3.0, 0.0], [2.0, 4.0], [5.0, 1.0], [100.0, -50.0]])

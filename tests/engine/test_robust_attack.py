@@ -4,9 +4,9 @@ one buffer allocated once, and an exact resume from a checkpoint."""
 import pytest
 import torch
 
-from workers.engine import Spec
-from workers.engine.runner import Simulation
-from workers.engine.strategies import weighted_average
+from fedweb_engine import Spec
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.strategies import weighted_average
 
 BASE = {
     "seed": 1,

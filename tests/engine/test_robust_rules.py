@@ -4,11 +4,11 @@ refuses, the memory the capacity check counts, and an isolated round writing the
 import pytest
 import torch
 
-from workers.engine import Spec
-from workers.engine.capacity import Limits, check_capacity, estimate
-from workers.engine.runner import Simulation
-from workers.engine.spec import SpecError
-from workers.engine.strategies.robust import BLOCK_SCRATCH_BYTES
+from fedweb_engine import Spec
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.schema import SpecError
+from fedweb_engine.strategies.robust import BLOCK_SCRATCH_BYTES
+from fedweb_engine.training.capacity import Limits, check_capacity, estimate
 
 ROBUST = ("median", "trimmed_mean", "krum")
 BIG = {
@@ -25,15 +25,15 @@ def test_it_refuses_dp_with_a_strategy_that_needs_every_update(name):
     assert e.value.field == "algorithm.name"
 
 
-@pytest.mark.parametrize("shards", [2, "auto"])
-def test_it_refuses_shards_with_a_strategy_that_needs_every_update(shards):
-    with pytest.raises(SpecError, match=r"^algorithm\.name krum needs every client's update in one place"):
-        Spec.from_dict({"algorithm": {"name": "krum"}, "compute": {"shards": shards}})
+@pytest.mark.parametrize("ranks", [2, "auto"])
+def test_it_refuses_ranks_with_a_strategy_that_needs_every_update(ranks):
+    with pytest.raises(SpecError, match=r"^algorithm\.name krum needs every client's update in one process"):
+        Spec.from_dict({"algorithm": {"name": "krum"}, "compute": {"ranks": ranks}})
 
 
-def test_it_still_accepts_dp_and_shards_with_streaming_strategies():
+def test_it_still_accepts_dp_and_ranks_with_streaming_strategies():
     Spec.from_dict({"algorithm": {"name": "fedavg"}, "privacy": {"mechanism": "gaussian"}})
-    Spec.from_dict({"algorithm": {"name": "fedadam"}, "compute": {"shards": 2}})
+    Spec.from_dict({"algorithm": {"name": "fedadam"}, "compute": {"ranks": 2}})
 
 
 def test_the_capacity_estimate_counts_the_largest_cohorts_updates():

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from workers.engine import ROUND_RESULT_FIELDS, Spec
-from workers.engine.runner import Simulation
+from fedweb_engine import ROUND_RESULT_FIELDS, Spec
+from fedweb_engine.simulation.runner import Simulation
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -152,7 +152,7 @@ def test_it_resumes_from_a_checkpoint_exactly(tmp_path):
 
 def _cli(*args, cwd=ROOT):
     out = subprocess.run(
-        [sys.executable, "-m", "workers.engine", *args], cwd=cwd, capture_output=True, text=True, check=True
+        [sys.executable, "-m", "fedweb_engine", *args], cwd=cwd, capture_output=True, text=True, check=True
     )
     return [json.loads(line) for line in out.stdout.splitlines()], out.stderr
 
@@ -176,7 +176,7 @@ def test_it_rejects_vectorising_a_model_that_cannot_be():
     class NotVmappable(torch.nn.Linear):
         vmappable = False
 
-    import workers.engine.runner as runner
+    import fedweb_engine.simulation.runner as runner
 
     original = runner.build_model
     runner.build_model = lambda *a, **k: NotVmappable(64, 10)

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from workers.engine.presets import PRESETS, preset_spec
-from workers.engine.spec import Spec, SpecError, spec_fields
+from fedweb_engine.spec.presets import PRESETS, preset_spec
+from fedweb_engine.spec.schema import Spec, SpecError, spec_fields
 
 
 def test_it_fills_every_default():

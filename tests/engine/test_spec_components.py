@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from workers.engine import registry, spec_legacy
-from workers.engine.models import build_model
-from workers.engine.presets import preset_specs
-from workers.engine.registry import option
-from workers.engine.spec import Spec, SpecError, option_key, spec_fields
+from fedweb_engine.components import registry
+from fedweb_engine.components.registry import option
+from fedweb_engine.models import build_model
+from fedweb_engine.spec import legacy as spec_legacy
+from fedweb_engine.spec.presets import preset_specs
+from fedweb_engine.spec.schema import Spec, SpecError, option_key, spec_fields
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
-from workers.engine.spec import AlgorithmSpec, Spec
-from workers.engine.strategies import (
+from fedweb_engine.spec.schema import AlgorithmSpec, Spec
+from fedweb_engine.spec.validation import build
+from fedweb_engine.strategies import (
     FedAdagrad,
     FedAdam,
     FedAvg,
@@ -15,7 +16,6 @@ from workers.engine.strategies import (
     FedYogi,
     build_strategy,
 )
-from workers.engine.validation import build
 
 STEP1 = torch.tensor([2.0, 0.0])
 STEP2 = torch.tensor([0.0, 2.0])

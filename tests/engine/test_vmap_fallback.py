@@ -5,11 +5,13 @@ import pytest
 import torch
 from torch import nn
 
-from workers.engine import Spec, registry, vmap_probe
-from workers.engine.client import SequentialTrainer, VectorTrainer
-from workers.engine.models import build_model
-from workers.engine.runner import Simulation
-from workers.engine.spec import SpecError
+from fedweb_engine import Spec
+from fedweb_engine.components import registry
+from fedweb_engine.models import build_model
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.schema import SpecError
+from fedweb_engine.training import vmap_probe
+from fedweb_engine.training.client import SequentialTrainer, VectorTrainer
 
 SMALL = {
     "seed": 1,

@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from workers.engine.client import SequentialTrainer, VectorTrainer
+from fedweb_engine.training.client import SequentialTrainer, VectorTrainer
 
 
 def _faulty(*args, **kwargs):

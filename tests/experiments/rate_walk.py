@@ -16,10 +16,10 @@ from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 
-from workers.engine.spec import LocalSpec, Spec
+from fedweb_engine.spec.schema import LocalSpec, Spec
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECT = tuple(f"{ROOT / package}/" for package in ("fedweb", "orchestrator", "accounts", "workers"))
+PROJECT = tuple(f"{ROOT / package}/" for package in ("fedweb", "fedweb_engine", "orchestrator", "accounts", "workers"))
 
 
 def _project_file(code) -> str | None:

@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
+from fedweb_engine.spec.schema import LocalSpec, Spec
+from fedweb_engine.training.client import sgd_update_
 from orchestrator.experiments import launch
 from orchestrator.models import Experiment, Status
-from orchestrator.sweeps.expand import create_sweep
+from orchestrator.sweeps.create import create_sweep
 from tests.accounts.world import make_world
 from tests.conftest import TINY_SPEC
 from tests.experiments.rate_walk import ROOT, RateWalk
 from tests.test_layers import LAYER_NAMES, layer_of
 from tests.web.test_forms import form_data
 from workers import runtime
-from workers.engine.client import sgd_update_
-from workers.engine.spec import LocalSpec, Spec
 from workers.rounds import execute_round
 
 pytestmark = pytest.mark.django_db

@@ -6,14 +6,14 @@ import io
 import pytest
 import torch
 
+from fedweb_engine import Spec
+from fedweb_engine.results.round_result import ROUND_RESULT_FIELDS
+from fedweb_engine.simulation.runner import Simulation
 from orchestrator.api.serializers import RoundSerializer
 from orchestrator.experiments.records import RoundMetric
 from orchestrator.experiments.rounds import ROUND_FIELDS, TABLE_COLUMNS, rounds_of, table_rows, write_rounds_csv
 from orchestrator.web.charts import dashboard_charts
 from tests.web.conftest import make_experiment
-from workers.engine import Spec
-from workers.engine.result import ROUND_RESULT_FIELDS
-from workers.engine.runner import Simulation
 
 TINY = {
     "rounds": 2,
@@ -25,7 +25,7 @@ TINY = {
 
 
 def test_it_stores_every_round_result_field_in_the_model():
-    # The columns are derived from workers/engine/round_fields.py: this checks the derivation.
+    # The columns are derived from fedweb_engine/results/round_fields.py: this checks the derivation.
     bookkeeping = ("id", "experiment", "recorded", "claimed", "worker")  # the row's, not the engine's
     stored = [f.name for f in RoundMetric._meta.get_fields() if f.name not in bookkeeping]
     assert stored == list(ROUND_RESULT_FIELDS)
@@ -109,3 +109,22 @@ def test_a_ditto_run_records_the_global_and_the_personal_worst_10_percent_side_b
     )
     personal = [t for t in fedavg["figures"]["chart-clients"]["data"] if t["name"].startswith("personal")]
     assert len(personal) == 2 and not any(t["visible"] or t["y"] for t in personal)
+
+
+def test_the_ranks_columns_show_only_for_distributed_runs_with_one_value_per_rank():
+    from orchestrator.experiments.rounds import shown_columns
+
+    one = {"round": 1, "ranks": None, "rank_devices": None, "rank_train_seconds": None, "allreduce_seconds": None}
+    two = {"round": 1, "ranks": 2, "rank_devices": ["w1 cpu", "w2 cpu"], "rank_train_seconds": [0.512, 0.498],
+           "allreduce_seconds": 0.0043}  # fmt: skip
+    labels = [c.label for c in shown_columns([one])]
+    assert "Ranks" not in labels and "All-reduce s" not in labels
+    assert "Ranks" in [c.label for c in shown_columns([], {"compute": {"ranks": 2}})]  # before its first round
+    columns = shown_columns([two])
+    cells = dict(zip([c.label for c in columns], table_rows([{**_blank_round(), **two}])[0], strict=True))
+    assert cells["Ranks"] == "2" and cells["Rank devices"] == "w1 cpu, w2 cpu"
+    assert cells["Rank train s"] == "0.51, 0.50" and cells["All-reduce s"] == "0.004"
+
+
+def _blank_round() -> dict:
+    return {name: None for name in ROUND_FIELDS}

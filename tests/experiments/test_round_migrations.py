@@ -1,4 +1,4 @@
-"""Old databases keep loading: the RoundMetric columns derived from workers/engine/round_fields.py
+"""Old databases keep loading: the RoundMetric columns derived from fedweb_engine/results/round_fields.py
 are what the migrations make, and a round stored before a field was declared reads back without it."""
 
 import io

@@ -8,12 +8,12 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
+from fedweb_engine.results import round_fields
 from orchestrator.experiments import summaries
 from orchestrator.external.liveness import mark_crashed
 from orchestrator.fleet.scheduling import reconcile
 from orchestrator.models import CustomMetric, Experiment, ExternalRun, Kind, RoundMetric, RunSummary, Status
 from tests.external.conftest import post_rounds, run_client, user_client
-from workers.engine import round_fields
 
 pytestmark = pytest.mark.django_db
 

@@ -35,6 +35,20 @@ def test_it_rejects_an_empty_list(monkeypatch):
     assert env.env_list("FEDWEB_QUEUES", []) == ["cpu", "gpu"]
 
 
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [("cpu,gpu", "'gpu' is not a device"), ("cuda:0,cpu", "mixes CPU and CUDA"), ("cuda:x", "'cuda:x'")],
+)
+def test_it_rejects_worker_devices_that_are_not_one_kind_of_device(monkeypatch, raw, problem):
+    monkeypatch.setenv("FEDWEB_WORKER_DEVICES", raw)
+    with pytest.raises(ImproperlyConfigured, match=f"FEDWEB_WORKER_DEVICES.*{problem}"):
+        env.env_devices("FEDWEB_WORKER_DEVICES")
+    monkeypatch.setenv("FEDWEB_WORKER_DEVICES", " cuda:0, cuda:1 ")
+    assert env.env_devices("FEDWEB_WORKER_DEVICES") == ["cuda:0", "cuda:1"]
+    monkeypatch.delenv("FEDWEB_WORKER_DEVICES")
+    assert env.env_devices("FEDWEB_WORKER_DEVICES") == []
+
+
 def test_it_defaults_to_sqlite_in_wal_mode(tmp_path):
     config = env.database_config("", tmp_path)
     assert config["ENGINE"] == "django.db.backends.sqlite3"

@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from orchestrator.fleet import sharding
+from orchestrator.fleet import gangs
 from orchestrator.fleet.scheduling import reconcile, schedule
-from orchestrator.models import Experiment, RoundMetric, RoundShard, Worker
+from orchestrator.models import Experiment, Gang, RoundMetric, Worker
 from tests.conftest import TINY_SPEC
 
 pytestmark = pytest.mark.django_db
@@ -62,20 +62,36 @@ def test_it_sends_no_more_rounds_than_the_live_workers_have_slots(user, worker, 
     assert schedule("cpu") == []
 
 
-def test_it_counts_every_shard_in_flight_against_the_queue_slots(user, enqueued):
-    Worker.objects.create(hostname="w1@h", queue="cpu", slots=2)
-    sharded = Experiment.objects.create(
-        owner=user, name="sharded", spec={**TINY_SPEC, "compute": {"device": "cpu", "shards": 2}}
+def test_a_gang_s_members_take_their_slots_until_it_is_dissolved(user, enqueued):
+    for name in ("w1@h", "w2@h", "w3@h"):
+        Worker.objects.create(hostname=name, queue="cpu", slots=1)
+    ranked = Experiment.objects.create(
+        owner=user, name="ranked", spec={**TINY_SPEC, "compute": {"device": "cpu", "ranks": 2}}
     )
-    sharded.start()
-    assert sharded.claim(1, "w1@h", 1)
-    assert sharding.fan_out(sharded, 1) == [0, 1]  # its round task fanned out: two shard tasks, two slots
-    other = _new(user, "other")
-    assert (other.pk, 1) not in _sent(enqueued)  # no slot left for it
-    first = RoundShard.objects.get(experiment=sharded, round=1, index=0)
-    assert sharding.mark_done(first) is False  # one shard finished: its slot is free
-    assert schedule("cpu") == [(other.pk, 1)]
-    assert schedule("cpu") == []
+    ranked.start()
+    assert ranked.claim(1, "w1@h", 1)  # its leader, rank 0
+    assert gangs.recruit(ranked, "w1@h", 1) == ["w2@h"]  # an idle worker of the queue, never the leader
+    gang = gangs.form(ranked, "w1@h", ["w2@h"], "127.0.0.1:1")
+    ranks = [(args, kw["queue"].name) for args, kw in enqueued if len(args) == 5]
+    assert ranks == [((ranked.pk, gang.pk, 1, 2, "127.0.0.1:1"), "w2@h.dq2")]  # its rank, by its own queue
+    other, another = _new(user, "other"), _new(user, "another")
+    assert (other.pk, 1) in _sent(enqueued) and (another.pk, 1) not in _sent(enqueued)  # 3 slots: leader, member
+    assert gangs.recruit(another, "w3@h", 1) == []  # none idle: w1 leads, w2 serves, other's round was sent
+    gangs.dissolve(gang.pk)
+    assert not Gang.objects.exists() and Worker.objects.get(hostname="w2@h").current_experiment is None
+    assert schedule("cpu") == [(another.pk, 1)]
+
+
+def test_a_gang_whose_leader_stopped_answering_is_removed_by_the_reconciler(user, enqueued):
+    Worker.objects.create(hostname="w1@h", queue="cpu", last_heartbeat=timezone.now() - timedelta(hours=1))
+    Worker.objects.create(hostname="w2@h", queue="cpu")
+    ranked = Experiment.objects.create(owner=user, name="ranked", spec=TINY_SPEC)
+    ranked.start()
+    gang = gangs.form(ranked, "w1@h", gangs.recruit(ranked, "w1@h", 1), "127.0.0.1:1")
+    assert gang.members == ["w2@h"] and Worker.objects.get(hostname="w2@h").current_experiment == ranked
+    reconcile()
+    assert not Gang.objects.exists()
+    assert Worker.objects.get(hostname="w2@h").current_experiment is None  # its slot is free: nothing reserved
 
 
 def test_it_keeps_fifo_first_submitted_first(user, worker, enqueued):

@@ -1,7 +1,7 @@
 """The demo experiments say what they run: their descriptions are read from their scaled-down specs."""
 
+from fedweb_engine.spec.presets import preset_spec
 from orchestrator.management.commands.demo import FINISHED_DEMOS, describe
-from workers.engine.presets import preset_spec
 
 
 def test_it_describes_each_demo_from_its_own_spec():

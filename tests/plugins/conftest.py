@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
+from fedweb_engine.components import registry
 from tests.live import ROOT
-from workers.engine import registry
 
 FIXTURE_DIR = ROOT / "tests" / "plugins_fixture"
 
@@ -18,7 +18,7 @@ HAS_IT = [{"name": "fedweb_test_plugin", "version": "1.2.0", "hash": "abc", "com
 @pytest.fixture
 def test_plugin(monkeypatch):
     """Load the test plugin as FEDWEB_PLUGINS would; yields its provenance as an experiment records it."""
-    from workers.engine.plugins import load_plugins
+    from fedweb_engine.components.plugins import load_plugins
 
     monkeypatch.syspath_prepend(str(FIXTURE_DIR))
     load_plugins({"FEDWEB_PLUGINS": "fedweb_test_plugin"})

@@ -68,11 +68,11 @@ def _installed_distribution(site: Path) -> Path:
     module.write_text(
         textwrap.dedent(
             """
-            from workers.engine import registry
+            from fedweb_engine.components import registry
 
             @registry.codec("ep_identity", codec_id=201)
             def ep_identity(layout, options):
-                from workers.engine.codecs import Codec
+                from fedweb_engine.communication.codecs import Codec
                 return Codec
             """
         )
@@ -88,7 +88,7 @@ def _installed_distribution(site: Path) -> Path:
 def test_an_installed_entry_point_registers_its_components_with_the_version_from_its_metadata_and_a_hash(tmp_path):
     module = _installed_distribution(tmp_path)
     script = (
-        "import json; from workers.engine import plugins, registry; plugins.load_plugins();"
+        "import json; from fedweb_engine.components import plugins, registry; plugins.load_plugins();"
         "print(json.dumps({'codecs': registry.names('codec'), 'installed': registry.installed_plugins(),"
         " 'used': registry.spec_plugins({'codec': 'ep_identity'})}))"
     )
@@ -113,7 +113,7 @@ def test_an_installed_entry_point_registers_its_components_with_the_version_from
 
 def test_a_process_without_the_entry_point_knows_nothing_of_it(tmp_path):
     _installed_distribution(tmp_path)
-    script = "from workers.engine import plugins, registry; plugins.load_plugins(); print(registry.installed_plugins())"
+    script = "from fedweb_engine.components import plugins, registry; plugins.load_plugins(); print(registry.installed_plugins())"
     done = _run([PY, "-c", script], _env())
     assert done.returncode == 0, done.stderr
     assert "fedweb_ep_plugin" not in done.stdout

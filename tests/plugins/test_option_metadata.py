@@ -8,11 +8,11 @@ from dataclasses import dataclass, make_dataclass
 import pytest
 import torch
 
+from fedweb_engine.components import registry
+from fedweb_engine.components.registry import RegistryError, option
+from fedweb_engine.data.pool import Pool
 from orchestrator.web.forms import ExperimentForm
 from tests.web.test_forms import form_data
-from workers.engine import registry
-from workers.engine.data.pool import Pool
-from workers.engine.registry import RegistryError, option
 
 
 def _options(type_, default, **meta) -> type:

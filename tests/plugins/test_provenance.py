@@ -1,8 +1,8 @@
 """What a spec uses, what an experiment records of it, and when a worker's plugins match it."""
 
+from fedweb_engine.components.provenance import components_used, label, missing, spec_provenance
+from fedweb_engine.spec.schema import Spec
 from tests.conftest import TINY_SPEC
-from workers.engine.provenance import components_used, label, missing, spec_provenance
-from workers.engine.spec import Spec
 
 NEW_SHAPE = {
     "model": {"name": "test_mlp", "options": {"hidden": 8}},

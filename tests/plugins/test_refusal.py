@@ -70,27 +70,3 @@ def test_a_late_copy_of_a_recorded_round_is_not_reported_as_a_missing_plugin(use
     Experiment.objects.filter(pk=e.pk).update(current_round=1, dispatched_round=1)
     assert execute_round(e.pk, 1, worker="w1@h") is None
     assert not LogEntry.objects.filter(experiment=e, level="warning").exists()
-
-
-def test_a_worker_without_the_plugin_refuses_a_shard_without_claiming_it(user, enqueued):
-    from orchestrator.fleet import sharding
-    from orchestrator.fleet.sharding import RoundShard
-    from workers.sharding import execute_shard
-
-    Worker.objects.create(hostname="w1@h", queue="cpu", plugins=HAS_IT)  # stale: this process has no plugin
-    e = Experiment.objects.create(
-        owner=user, name="sharded", spec={**TINY_SPEC, "compute": {"device": "cpu", "shards": 2}}
-    )
-    Experiment.objects.filter(pk=e.pk).update(plugins=RECORDED, status="running", queue="cpu", worker="w1@h")
-    e.refresh_from_db()
-    assert sharding.fan_out(e, 1) == [0, 1]
-
-    execute_shard(e.pk, 1, 0, worker="w1@h")
-
-    e.refresh_from_db()
-    assert e.status == Status.RUNNING and not e.rounds.exists()  # the run did not fail, nothing recorded
-    shard = RoundShard.objects.get(experiment=e, round=1, index=0)
-    assert shard.worker == "" and not shard.done  # not claimed: reconcile sends it again
-    line = LogEntry.objects.filter(experiment=e, level="warning").values_list("message", flat=True).get()
-    assert line.startswith("worker w1@h lacks plugin fedweb_test_plugin 1.2.0 (hash abc): shard 1 of round 1")
-    assert Worker.objects.get(hostname="w1@h").plugins == []

@@ -109,17 +109,16 @@ def test_it_sends_no_more_to_the_worker_with_the_plugin_than_it_has_slots(user, 
     assert _targets(enqueued) == ["b-plugin@h.dq2", "b-plugin@h.dq2"]
 
 
-def test_the_shards_of_a_run_with_plugins_go_only_to_workers_that_have_them(user, enqueued):
-    from orchestrator.fleet import sharding
+def test_a_gang_of_a_run_with_plugins_recruits_only_workers_that_have_them(user, enqueued):
+    from orchestrator.fleet import gangs
 
     _worker("a-plain@h", slots=2)
     _worker("b-plugin@h", HAS_IT)
     _worker("c-plugin@h", HAS_IT)
+    _worker("d-plugin@h", HAS_IT)
     e = Experiment.objects.create(
-        owner=user, name="sharded", spec={**TINY_SPEC, "compute": {"device": "cpu", "shards": 3}}
+        owner=user, name="ranked", spec={**TINY_SPEC, "compute": {"device": "cpu", "ranks": 4}}
     )
     Experiment.objects.filter(pk=e.pk).update(plugins=RECORDED, status="running", queue="cpu", worker="b-plugin@h")
     e.refresh_from_db()
-    assert sharding.fan_out(e, 1) == [0, 1, 2]
-    shard_queues = [kw["queue"].name for args, kw in enqueued if len(args) == 3]
-    assert shard_queues == ["b-plugin@h.dq2", "c-plugin@h.dq2", "b-plugin@h.dq2"]
+    assert gangs.recruit(e, "b-plugin@h", 3) == ["c-plugin@h", "d-plugin@h"]  # never a-plain, never the leader

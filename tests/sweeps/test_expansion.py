@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.models import Experiment, Sweep
-from orchestrator.sweeps.expand import SweepError, create_sweep, expand
+from orchestrator.sweeps.create import create_sweep
+from orchestrator.sweeps.expand import SweepError, expand
 from tests.conftest import TINY_SPEC
 
 MU_AXES = {"algorithm.mu": [0, 0.01, 0.1, 1], "seed": [0, 1, 2]}

@@ -13,7 +13,8 @@ from django.urls import reverse
 from orchestrator.live import events
 from orchestrator.live.sweeps import SweepConsumer
 from orchestrator.models import Experiment, RoundMetric, Sweep
-from orchestrator.sweeps.expand import create_sweep
+from orchestrator.sweeps import search
+from orchestrator.sweeps.create import create_sweep
 from orchestrator.web.views.sweep_sharing import apply_sharing
 from tests.accounts.world import PASSWORD, fast_password_hashing, make_world, metrics  # noqa: F401
 from tests.conftest import TINY_SPEC
@@ -114,3 +115,39 @@ def test_it_links_to_its_compare_view_and_answers_its_live_json(world):
     assert body["progress"].count("of 4 runs finished") == 1 and body["rows"].count("<tr") == 2
     assert set(body["figures"]) == {"sweep-test_accuracy", "sweep-test_loss", "sweep-parallel"}
     assert _client(world.other).get(reverse("sweep_live", args=[world.sweep.pk])).status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_search_s_decision_reaches_the_socket_which_then_hears_the_runs_created_since(world):
+    tpe = create_sweep(owner=world.owner, name="tpe", base=BASE, axes={"seed": [0]}, mode="tpe",
+                       search={"budget": 3, "ranges": {"local.lr": {"low": 0.01, "high": 0.1, "log": True}}},
+                       team=world.team, visibility="team")  # fmt: skip
+    first = tpe.experiments.get()
+
+    async def scenario():
+        ws = await _open(tpe, world.viewer)
+        assert (await ws.receive_json_from(timeout=2))["change"] == "connected"
+        # The first configuration ends; the search makes the next one, whose run this socket never saw.
+        await sync_to_async(_complete)(first)
+        changes = {(m["change"], m["experiment_id"]) for m in await _drain(ws)}
+        assert ("search", None) in changes
+        newer = await sync_to_async(lambda: tpe.experiments.exclude(pk=first.pk).get())()
+        await _send(newer.pk, events.round_event(newer.pk, metrics(1)))
+        assert (await ws.receive_json_from(timeout=2)) == {
+            "type": "sweep_changed", "sweep_id": tpe.pk, "experiment_id": newer.pk, "change": "round"}  # fmt: skip
+
+    async_to_sync(scenario)()
+
+
+def _complete(run: Experiment) -> None:
+    for n in range(1, run.total_rounds + 1):
+        RoundMetric.record(run, metrics(n))
+    Experiment.objects.filter(pk=run.pk).update(current_round=run.total_rounds, status="completed")
+    search.reported(run)
+
+
+async def _drain(ws) -> list[dict]:
+    out = []
+    while not await ws.receive_nothing(timeout=0.3):
+        out.append(await ws.receive_json_from(timeout=1))
+    return out

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from orchestrator.models import Experiment, RoundMetric, Sweep
-from orchestrator.sweeps.expand import create_sweep
+from orchestrator.sweeps.create import create_sweep
 from tests.conftest import TINY_SPEC
 from tests.factories import round_result
 from tests.web.test_forms import form_data

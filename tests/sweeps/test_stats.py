@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from fedweb_engine.results import round_fields
 from orchestrator.sweeps.stats import group
 from tests.factories import round_result
-from workers.engine import round_fields
 
 
 def _run(pk: int, seed: int) -> SimpleNamespace:

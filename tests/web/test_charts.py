@@ -3,13 +3,13 @@ figures the dashboard, the compare page and the report draw."""
 
 import pytest
 
+from fedweb_engine.results.round_fields import MB, Formula
 from orchestrator.experiments.leak import latest_leak_warnings
 from orchestrator.models import Kind, RoundMetric
 from orchestrator.sweeps.stats import run_labels
 from orchestrator.web.charts import CHARTS, EMPTY_TEXT, compare_charts, dashboard_charts, x_axes
 from tests.factories import round_result
 from tests.web.conftest import make_experiment
-from workers.engine.round_fields import MB, Formula
 
 
 def _trace(figure: dict, name: str) -> dict:

@@ -10,10 +10,10 @@ from html.parser import HTMLParser
 import pytest
 from rest_framework.test import APIClient
 
+from fedweb_engine.spec.schema import spec_fields
 from orchestrator.models import Experiment
 from orchestrator.web.forms import HIDDEN_SPEC_FIELDS, form_name
 from tests.web.test_forms import form_data
-from workers.engine.spec import spec_fields
 
 pytestmark = pytest.mark.django_db
 

@@ -1,9 +1,9 @@
 import pytest
 
+from fedweb_engine.spec.presets import PRESETS, VARYING_SCHEDULE
+from fedweb_engine.spec.schema import Spec
 from orchestrator.models import Experiment
 from orchestrator.web.forms import ExperimentForm, spec_initial
-from workers.engine.presets import PRESETS, VARYING_SCHEDULE
-from workers.engine.spec import Spec
 
 pytestmark = pytest.mark.django_db
 

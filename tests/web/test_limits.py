@@ -4,12 +4,12 @@
 import pytest
 from rest_framework.test import APIClient
 
+from fedweb_engine.data.paths import OUTSIDE
+from fedweb_engine.spec.schema import SpecError
 from orchestrator.models import Experiment, Status
 from tests.accounts.world import make_user
 from tests.conftest import TINY_SPEC
 from tests.web.test_forms import post
-from workers.engine.data.paths import OUTSIDE
-from workers.engine.spec import SpecError
 
 pytestmark = pytest.mark.django_db
 

@@ -117,12 +117,13 @@ def test_it_builds_a_self_contained_report(alice_client, user):
 
 
 def test_it_puts_every_declared_summary_column_and_chart_in_the_report(user):
+    from fedweb_engine.results import round_fields
     from orchestrator.models import RoundMetric
     from orchestrator.web.report import render_report
-    from workers.engine import round_fields
 
     # Every optional number filled, so every chart that some field plots on has data to draw.
     filled = {f.name: 0.5 for f in round_fields.FIELDS if f.null and f.type is float}
+    filled |= {f.name: 2 for f in round_fields.FIELDS if f.null and f.type is int}  # the ranks' columns too
     experiment = make_experiment(user, spec={"rounds": 2})
     for n in (1, 2):
         RoundMetric.record(experiment, round_result(n, **filled))
@@ -199,8 +200,8 @@ def test_it_previews_the_bandwidth_of_the_form_values(alice_client):
     query = form_data(model__name="mlp", model__options__mlp__hidden="32", data__options__digits__image_size="8", rounds="10",
                       participation__clients_per_round="5", communication__uplink__name="int8")  # fmt: skip
     body = alice_client.get("/experiments/new/bandwidth.json", query).json()
-    from workers.engine.models import build_model, count_params
-    from workers.engine.spec import Spec
+    from fedweb_engine.models import build_model, count_params
+    from fedweb_engine.spec.schema import Spec
 
     params = count_params(
         build_model(Spec.from_dict({"model": {"name": "mlp", "options": {"hidden": 32}}}).model, (1, 8, 8), 10)

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import pytest
 from rest_framework.test import APIClient
 
+from fedweb_engine.components import registry
+from fedweb_engine.components.registry import option
 from orchestrator.models import Experiment
 from tests.web.test_form_fields_shown import page_fields
-from workers.engine import registry
-from workers.engine.registry import option
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +23,7 @@ class HalveOptions:
 
 @pytest.fixture
 def halve_strategy():
-    from workers.engine.strategies import FedAvg
+    from fedweb_engine.strategies import FedAvg
 
     @registry.strategy("halve_test", HalveOptions)
     def halve(*, num_params, device, lr, options):

@@ -58,3 +58,32 @@ def test_it_hides_the_rounds_of_experiments_the_viewer_may_not_see(client, user,
     assert "secret-run" not in html and "w9@box" not in html
     recent = client.get("/workers.json").json()["recent_rounds"]
     assert [(w["hostname"], w["rounds"], w["switches"]) for w in recent] == [("w1@box", 1, 0)]
+
+
+def test_the_workers_page_shows_a_gang_and_its_ranks_naming_the_run_only_to_its_readers(alice_client, user, other_user):
+    from django.test import Client
+
+    from orchestrator.models import Gang, Worker
+
+    experiment = make_experiment(user, name="ranked run")
+    for host in ("w1@box", "w2@box", "w3@box"):
+        Worker.objects.create(hostname=host, queue="cpu")
+    Gang.objects.create(experiment=experiment, leader="w1@box", members=["w2@box", "w3@box"], address="10.0.0.1:1")
+    html = alice_client.get("/workers/").content.decode()
+    gangs = html.split('id="gangs"', 1)[1].split("</table>", 1)[0]
+    assert (
+        "ranked run" in gangs and "<code>w1@box</code>" in gangs and "<code>w2@box</code>, <code>w3@box</code>" in gangs
+    )
+    workers = html.split('id="workers"', 1)[1].split("</table>", 1)[0]
+    assert "rank 0 of 3" in workers and "rank 2 of 3" in workers
+    body = alice_client.get("/workers.json").json()
+    assert {w["hostname"]: (w["gang"] or {}).get("rank") for w in body["workers"]} == {
+        "w1@box": 0,
+        "w2@box": 1,
+        "w3@box": 2,
+    }
+    client = Client()
+    client.force_login(other_user)  # may not read the run: sees the gang, not which run it holds
+    gangs = client.get("/workers/").content.decode().split('id="gangs"', 1)[1].split("</table>", 1)[0]
+    assert "ranked run" not in gangs and "(not visible to you)" in gangs
+    assert client.get("/workers.json").json()["gangs"][0]["experiment"] is None

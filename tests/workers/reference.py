@@ -5,8 +5,8 @@ from pathlib import Path
 
 import torch
 
+from fedweb_engine.simulation.runner import Simulation
 from orchestrator.models import Experiment
-from workers.engine.runner import Simulation
 
 # The RoundResult fields that depend only on the run's arithmetic (not on time, memory or the host).
 COMPARED = ("participants", "completed", "samples", "bytes_up", "bytes_down", "train_loss", "test_loss",

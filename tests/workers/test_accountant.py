@@ -2,7 +2,7 @@
 
 import pytest
 
-from workers.engine.spec import Spec
+from fedweb_engine.spec.schema import Spec
 from workers.privacy import epsilon, projected_epsilon, spent_epsilon
 
 

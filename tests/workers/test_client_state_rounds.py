@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from fedweb_engine.simulation.runner import Simulation
 from orchestrator.models import Experiment, LogEntry
 from tests.conftest import TINY_SPEC
 from tests.engine import client_state_toy
 from tests.workers.reference import recorded_rounds
 from workers import round_state, runtime
-from workers.engine.runner import Simulation
 from workers.tasks import execute_round
 
 pytestmark = pytest.mark.django_db

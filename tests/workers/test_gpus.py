@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from fedweb_engine.probes import memory as probes
 from workers import gpus
-from workers.engine import probes
 
 
 @pytest.mark.parametrize(

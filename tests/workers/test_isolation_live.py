@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.spec.schema import Spec
 from orchestrator.models import Experiment, Status
 from tests.conftest import TINY_SPEC
 from tests.live import start_worker, wait_for
-from workers.engine.runner import Simulation
-from workers.engine.spec import Spec
 
 pytestmark = [pytest.mark.integration]
 

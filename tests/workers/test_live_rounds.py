@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from fedweb_engine.simulation.runner import Simulation
 from orchestrator.models import Experiment, Status, Worker
 from tests.conftest import TINY_SPEC
 from tests.live import wait_for
-from workers.engine.runner import Simulation
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 

@@ -1,19 +1,17 @@
 """The out-of-memory retry (workers.oom) with an out-of-memory error raised *inside* client
 training, as CUDA raises it: the failed round's trainers must be gone before the rebuild starts,
-the rebuild starts at half the group size, a second error halves again, and sharded rounds retry."""
+the rebuild starts at half the group size, and a second error halves again."""
 
 import weakref
 
 import pytest
 import torch
 
-from orchestrator.fleet import sharding
+from fedweb_engine.simulation import runner
+from fedweb_engine.training.client import SequentialTrainer, VectorTrainer
 from orchestrator.models import Experiment, Status
 from tests.conftest import TINY_SPEC
-from workers.engine import runner, shards
-from workers.engine.client import SequentialTrainer, VectorTrainer
 from workers.rounds import run_inline
-from workers.sharding import execute_shard
 
 pytestmark = pytest.mark.django_db
 
@@ -49,13 +47,6 @@ class InjectedOOM:
             return original_round(sim)
 
         monkeypatch.setattr(runner.Simulation, "next_round", next_round)
-        original_shard = shards.train_shard
-
-        def train_shard(sim, planned, index):
-            self.round = planned.round
-            return original_shard(sim, planned, index)
-
-        monkeypatch.setattr(shards, "train_shard", train_shard)
 
     def _wrap(self, train):
         def faulty(trainer, start, plan, data):
@@ -121,21 +112,3 @@ def test_a_rebuild_after_oom_is_built_at_the_reduced_size_not_the_full_one(user,
     run_inline(e)
 
     assert built == [8, 4]
-
-
-def test_a_sharded_round_is_retried_with_half_the_group_size(user, monkeypatch, enqueued):
-    oom = InjectedOOM(monkeypatch, at_round=1, times=1)
-    e = Experiment.objects.create(
-        owner=user, name="sharded", spec={**_spec(client_group_size=4, shards=2), "rounds": 1}
-    )
-    e.start(enqueue=False)
-    sharding.fan_out(e, 1)
-
-    for index in (0, 1):
-        execute_shard(e.pk, 1, index, worker="w@h")
-
-    e.refresh_from_db()
-    assert e.status == Status.COMPLETED, e.error
-    assert oom.sizes[:2] == [4, 2] and all(ref() is None for ref in oom.failed)
-    assert e.log_entries.filter(message="Out of GPU memory in round 1; retrying with client group size 2").exists()
-    assert list(e.rounds.values_list("round", flat=True)) == [1]

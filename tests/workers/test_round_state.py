@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
+from fedweb_engine import Spec
+from fedweb_engine.data import cache as data_cache
+from fedweb_engine.simulation.runner import Simulation
+from fedweb_engine.state.checkpoint import read_checkpoint
 from orchestrator.models import Experiment, LogEntry, Status
 from tests.conftest import TINY_SPEC
 from tests.workers.reference import recorded_rounds
 from workers import round_state, runtime
-from workers.engine import Spec
-from workers.engine.checkpoint import read_checkpoint
-from workers.engine.data import cache as data_cache
-from workers.engine.runner import Simulation
 from workers.rounds import execute_round
 
 pytestmark = pytest.mark.django_db

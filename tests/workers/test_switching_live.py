@@ -9,7 +9,7 @@ import signal
 import pytest
 
 from orchestrator.models import Experiment, LogEntry, RoundMetric, Status
-from orchestrator.sweeps.expand import create_sweep
+from orchestrator.sweeps.create import create_sweep
 from tests.conftest import TINY_SPEC
 from tests.live import wait_for
 from tests.workers.reference import recorded_rounds, reference_rounds

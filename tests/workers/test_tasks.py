@@ -7,11 +7,11 @@ import torch
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
+from fedweb_engine.simulation.runner import Simulation
 from orchestrator.live import events
 from orchestrator.models import Checkpoint, Experiment, LogEntry, Status
 from tests.conftest import TINY_SPEC
 from workers import runtime
-from workers.engine.runner import Simulation
 from workers.rounds import execute_round, run_inline
 from workers.tasks import run_round
 
@@ -238,7 +238,7 @@ class _Branchy(torch.nn.Module):
 
 
 def test_a_plugin_model_that_cannot_be_vectorised_trains_sequentially_and_the_log_says_why(user):
-    from workers.engine import registry
+    from fedweb_engine.components import registry
 
     registry.model("branchy_task_test")(lambda shape, classes, options: _Branchy(64, classes))
     try:

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from workers.engine import registry
-from workers.engine.algorithms import ClientAlgorithm, GroupContext
-from workers.engine.registry import option
+from fedweb_engine.algorithms import ClientAlgorithm, GroupContext
+from fedweb_engine.components import registry
+from fedweb_engine.components.registry import option
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from workers.engine import registry
-from workers.engine.data.pool import Pool
-from workers.engine.registry import DatasetShape, option
+from fedweb_engine.components import registry
+from fedweb_engine.components.registry import DatasetShape, option
+from fedweb_engine.data.pool import Pool
 
 
 @dataclass(frozen=True)

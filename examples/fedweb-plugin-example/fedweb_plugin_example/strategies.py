@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from workers.engine import registry
-from workers.engine.registry import option
-from workers.engine.strategies import FedAvg
+from fedweb_engine.components import registry
+from fedweb_engine.components.registry import option
+from fedweb_engine.strategies import FedAvg
 
 
 @dataclass(frozen=True)

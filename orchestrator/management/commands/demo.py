@@ -1,8 +1,8 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from fedweb_engine.spec.presets import preset_spec
 from orchestrator.models import Experiment, Status
-from workers.engine.presets import preset_spec
 from workers.rounds import run_inline
 
 # Presets scaled down (fewer rounds and clients, 8×8 digits, small models) so the finished demos

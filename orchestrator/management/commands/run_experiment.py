@@ -5,8 +5,8 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from fedweb_engine.spec.schema import Spec, SpecError
 from orchestrator.models import FINISHED, Experiment
-from workers.engine.spec import Spec, SpecError
 from workers.progress import to_stdout
 from workers.rounds import run_inline
 

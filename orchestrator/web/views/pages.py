@@ -14,6 +14,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 
 from fedweb.inputs import parse_int
+from fedweb_engine.spec.presets import PRESETS
 from orchestrator.experiments import access
 from orchestrator.experiments.access import experiments_visible_to, get_experiment_for_token, get_experiment_for_user
 from orchestrator.experiments.leak import leak_warnings
@@ -30,7 +31,6 @@ from orchestrator.web.forms import ExperimentForm, spec_initial
 from orchestrator.web.notes import render_notes
 from orchestrator.web.runs_forms import WordsForm
 from orchestrator.web.spec_table import spec_groups
-from workers.engine.presets import PRESETS
 
 LIST_LIMIT = 500
 EDITS_SHOWN = 50
@@ -108,8 +108,8 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str,
         "error": redact(experiment.error, hosts),
         "charts": dashboard_charts(rounds, None if external else experiment.spec),
         "custom_charts": custom_charts(experiment) if external else {},
-        "last_rounds": table_rows(rounds[-200:]),
-        "table_columns": table_columns(),
+        "last_rounds": table_rows(rounds[-200:], experiment.spec),
+        "table_columns": table_columns(rounds, experiment.spec),
         "events": redact_events(events, hosts) if token else events,
         "spec_json": json.dumps(experiment.spec, indent=2),
         "spec_groups": config_groups(experiment.spec) if external else spec_groups(experiment.spec),
@@ -139,7 +139,7 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str,
             "started": experiment.started.isoformat() if experiment.started else None,
             "finished": experiment.finished.isoformat() if experiment.finished else None,
             "ws_url": ws_url,
-            "table_columns": table_columns(),
+            "table_columns": table_columns(rounds, experiment.spec),
             "summary": {"metrics": summary_definitions(), "values": summary},
         },
     }

@@ -13,9 +13,9 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, JsonResponse, QueryDict
 
+from fedweb_engine.spec.schema import SpecError, spec_fields
 from orchestrator.web.forms import ExperimentForm, form_name
 from orchestrator.web.previews import bandwidth_estimate, partition_preview, privacy_estimate, resource_estimate
-from workers.engine.spec import SpecError, spec_fields
 
 # The spec fields (dotted prefixes) each box is computed from.
 BOX_FIELDS = {

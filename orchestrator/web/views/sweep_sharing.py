@@ -51,6 +51,7 @@ def sweep_live(request: HttpRequest, pk: int) -> JsonResponse:
     return JsonResponse({
         "progress": render_to_string("orchestrator/_sweep_progress.html", ctx, request),
         "rows": render_to_string("orchestrator/_sweep_rows.html", ctx, request),
+        "search": render_to_string("orchestrator/_sweep_search.html", ctx, request),
         "figures": ctx["figures"],
         "parallel_pending": ctx["parallel_pending"],
         "active": ctx["active"],

@@ -14,16 +14,17 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from fedweb.inputs import parse_int
+from fedweb_engine.spec.presets import PRESETS
 from orchestrator.experiments import access
 from orchestrator.experiments.summaries import summarize
 from orchestrator.models import RoundMetric
-from orchestrator.sweeps.charts import NO_TARGET_TEXT, band_figure, parallel_figure
-from orchestrator.sweeps.expand import create_sweep
+from orchestrator.sweeps import overview
+from orchestrator.sweeps.charts import NO_TARGET_TEXT, band_figure, parallel_figure, rungs_figure, trials_figure
+from orchestrator.sweeps.create import create_sweep
 from orchestrator.sweeps.models import SEED_FIELD
 from orchestrator.sweeps.stats import METRICS, band, group, value_at
 from orchestrator.web.forms import spec_initial
-from orchestrator.web.sweep_forms import SweepForm, axes_text
-from workers.engine.presets import PRESETS
+from orchestrator.web.sweep_forms import SEARCH_FIELDS, SweepForm, axes_text, ranges_text
 
 CURVES = (("test_accuracy", "Test accuracy", "accuracy"), ("test_loss", "Test loss", "loss"))
 
@@ -46,7 +47,8 @@ def sweep_new(request: HttpRequest) -> HttpResponse:
         form = SweepForm(initial=_new_initial(request), user=request.user)
     presets = [{"name": name, "title": p["title"]} for name, p in PRESETS.items()]
     own = ("name", "description", "tags", "team", "visibility", "axes", "seeds", "mode", "samples", "sample_seed")
-    return render(request, "orchestrator/sweep_new.html", {"form": form, "presets": presets, "own_fields": own})
+    context = {"form": form, "presets": presets, "own_fields": own, "search_fields": SEARCH_FIELDS}
+    return render(request, "orchestrator/sweep_new.html", context)
 
 
 def _new_initial(request: HttpRequest) -> dict:
@@ -59,10 +61,17 @@ def _new_initial(request: HttpRequest) -> dict:
             "name": f"{source.name} (copy)", "description": source.description, "tags": ", ".join(source.tags),
             "axes": axes_text(source.axes),
             "seeds": ", ".join(map(json.dumps, seeds)) if seeds else "", "mode": source.mode,
-            "samples": source.samples, "sample_seed": source.sample_seed,
+            "samples": source.samples, "sample_seed": source.sample_seed, "stopping": source.stopping,
+            "max_workers": source.max_workers, **_search_initial(source.search),
         }  # fmt: skip
     base = PRESETS[preset]["spec"] if preset in PRESETS else {}
     return {**spec_initial(base), "name": preset or "", "seeds": "0, 1, 2", "sample_seed": 0}
+
+
+def _search_initial(search: dict) -> dict:
+    """A cloned sweep's search settings as the form shows them."""
+    initial = {k: search[k] for k in ("first_rung", "eta", "last_k", "target", "direction", "budget") if k in search}
+    return {**initial, "ranges": ranges_text(search.get("ranges") or {})}
 
 
 def sweep_context(sweep) -> dict:
@@ -83,6 +92,10 @@ def sweep_context(sweep) -> dict:
     if parallel is not None:
         figures["sweep-parallel"] = parallel
     chart_ids = [f"sweep-{field}" for field, _, _ in CURVES] + (["sweep-parallel"] if sweep.config_fields else [])
+    summary = overview.summary(sweep)
+    if summary is not None:
+        figures.update(_search_figures(sweep, summary))
+        chart_ids = [i for i in ("sweep-rungs", "sweep-trials") if i in figures] + chart_ids
     statuses: dict[str, int] = {}
     for e in experiments:
         statuses[e.status] = statuses.get(e.status, 0) + 1
@@ -94,9 +107,20 @@ def sweep_context(sweep) -> dict:
         "active": any(not e.is_finished for e in experiments),
         "ids": ",".join(str(e.pk) for e in experiments),
         "parallel_pending": NO_TARGET_TEXT if sweep.config_fields and parallel is None else "",
-        "chart_ids": chart_ids,
+        "chart_ids": chart_ids, "search": summary,
         "live": {"socket": f"/ws/sweeps/{sweep.pk}/", "refresh": reverse("sweep_live", args=[sweep.pk])},
     }  # fmt: skip
+
+
+def _search_figures(sweep, summary: dict) -> dict:
+    """The rungs chart of an early-stopping search; the trials in order of a TPE one."""
+    target, direction = sweep.search["target"], sweep.search["direction"]
+    figures = {}
+    if sweep.stopping != "none":
+        figures["sweep-rungs"] = rungs_figure(summary["trials"], target, log_x=sweep.stopping == "asha")
+    if sweep.mode == "tpe":
+        figures["sweep-trials"] = trials_figure(summary["trials"], target, direction)
+    return figures
 
 
 @login_required

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from workers.engine import registry
-from workers.engine.registry import option
+from fedweb_engine.components import registry
+from fedweb_engine.components.registry import option
 
 
 @dataclass(frozen=True)

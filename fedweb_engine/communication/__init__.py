@@ -1,0 +1,1 @@
+"""Communication: codecs and their registered options."""

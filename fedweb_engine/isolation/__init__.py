@@ -1,0 +1,1 @@
+"""Process isolation: a round's client training in a child process."""

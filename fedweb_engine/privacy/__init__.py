@@ -1,0 +1,1 @@
+"""Differential privacy: DP-FedAvg's mechanism (clip, sum, noise)."""

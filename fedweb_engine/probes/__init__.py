@@ -1,0 +1,1 @@
+"""Memory and thread probes, read every round."""

@@ -1,0 +1,1 @@
+"""The round's record: RoundResult and every round field, declared once."""

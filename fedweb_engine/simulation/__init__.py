@@ -1,0 +1,1 @@
+"""The simulation loop: one federated round at a time."""
