@@ -149,7 +149,7 @@ def test_a_saved_view_shared_with_a_team_member_and_a_run_s_words(page, browser,
     assert page.evaluate("() => window.pwned") is None and "<script>" in page.inner_text("#notes")
     page.click("#edit-history > summary")
     expect(page.locator("#edit-history")).to_contain_text("alice changed tags: scaffold → scaffold, keeper")
-    screenshot(page, artifacts, "run-notes.png", full_page=True)
+    screenshot(page, artifacts, "run-notes.png")  # the notes and who edited what, in one screen
     page.goto(f"{base}/?q=tag:keeper")
     assert names(page) == ["scaffold lr0.1"]
     assert page.errors == []
