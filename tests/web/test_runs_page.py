@@ -10,6 +10,7 @@ import io
 import re
 
 import pytest
+from django.db import connection
 from django.test import Client
 
 from orchestrator.models import RunEdit, SavedView, TablePrefs
@@ -184,3 +185,21 @@ def test_the_compare_page_takes_a_query_and_follows_the_table_s_grouping(runs):
     figures = re.search(r'<script id="charts-data" type="application/json">(.*?)</script>', html, re.S).group(1)
     assert figures.count('"role": "mean"') >= 2  # a band per group on the charts
     assert "carol" not in html and "bob private" not in html
+
+
+def test_a_spec_filter_runs_in_the_database_and_loads_only_the_page_s_specs(runs):
+    sent = []
+
+    def capture(execute, sql, params, many, context):
+        sent.append(sql)
+        return execute(sql, params, many, context)
+
+    alice = signed_in(runs.alice)
+    with connection.execute_wrapper(capture):
+        page = alice.get("/", {"q": "local.lr > 0.05 and algorithm.client.name = scaffold", "per_page": "1"})
+    assert rows(page) == ["bob shared"]  # one row of the two that match: the second page holds the other
+    loads_specs = [sql for sql in sent if '"spec"' in sql.split(" FROM ")[0]]
+    filters = [sql for sql in sent if "spec" in sql.split(" FROM ", 1)[-1] and "OVER ()" in sql]
+    assert len(filters) == 1 and '"spec"' not in filters[0].split(" FROM ")[0]  # the filter reads specs in SQL
+    for sql in loads_specs:  # the page's one row, or the vocabulary's newest external runs (at most 200)
+        assert '"id" IN (' in sql or ('"kind" = ' in sql and "LIMIT 200" in sql), sql
