@@ -27,6 +27,7 @@ from benchmarks import (
     pfl_cifar10,
     recovery,
     round_state,
+    runs_table,
     scheduling,
     search,
     socket_close,
@@ -57,12 +58,13 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "algorithms": algorithms.run,
     "search": search.run,
     "web_startup": web_startup.run,
+    "runs_table": runs_table.run,
 }
 # Left out of `all`: they need a Redis and start worker or daphne processes, or (client_log, algorithms,
-# search) time no engine, or (client_state) write and read tens of GB of per-client rows over minutes.
+# search, runs_table) time no engine, or (client_state, runs_table) write tens of GB of rows over minutes.
 NOT_IN_ALL = {
     "distributed", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead", "client_state", "ingest_live",
-    "algorithms", "search", "web_startup",
+    "algorithms", "search", "web_startup", "runs_table",
 }  # fmt: skip
 
 

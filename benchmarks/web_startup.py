@@ -49,7 +49,7 @@ def rss_mb(pid=None):
 out = {"ready_s": ready_s, "import_s": import_s, "rss_start_mb": rss_mb(), "frozen_objects": gc.get_freeze_count(),
        "modules": len(sys.modules), "torch_at_start": "torch" in sys.modules}
 from channels.testing import HttpCommunicator
-from orchestrator.web.forms import spec_initial
+from orchestrator.web.forms.experiment_forms import spec_initial
 
 session, token = sys.argv[1], sys.argv[2]
 user = [(b"host", b"localhost"), (b"cookie", f"sessionid={session}".encode())]

@@ -51,6 +51,7 @@ FOLDERS: dict[str, int] = {
     "fedweb_engine": ENGINE,
     "orchestrator.experiments": DOMAIN,
     "orchestrator.sweeps": DOMAIN,
+    "orchestrator.runs": DOMAIN,  # the runs table: its query language, vocabulary, saved views
     "orchestrator.fleet": DOMAIN,
     "orchestrator.external": DOMAIN,
     "orchestrator.live": DOMAIN,  # the events the domain announces, and their one send

@@ -47,6 +47,7 @@ RIGHTS = {
 
 
 PRIORITY = 7  # what the priority endpoints set, where allowed
+RENAMED = "renamed by a role"  # what the words endpoints set, where allowed
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,8 @@ PAGES = [
     Endpoint("experiment_cancel", "page", "post", "experiment_cancel", "control", status="running", after="cancelled"),
     Endpoint("experiment_delete", "page", "post", "experiment_delete", "delete", after="deleted"),
     Endpoint("experiment_priority", "page", "post", "experiment_priority", "control", after="prioritised"),
+    Endpoint("experiment_words", "page", "post", "experiment_words", "control", after="renamed"),
+    Endpoint("runs_csv", "page", "get", "runs_csv", "login", lists=True),
     Endpoint("experiment_rounds_csv", "page", "get", "experiment_rounds_csv", "read", link=True),
     Endpoint("experiment_rounds_json", "page", "get", "experiment_rounds_json", "read", link=True),
     Endpoint("experiment_report", "page", "get", "experiment_report", "read", link=True),
@@ -91,6 +94,7 @@ API = [
     Endpoint("api_create", "api", "post", "/api/experiments/", "login", after="created"),
     Endpoint("api_detail", "api", "get", "/api/experiments/{pk}/", "read"),
     Endpoint("api_delete", "api", "delete", "/api/experiments/{pk}/", "delete", after="deleted"),
+    Endpoint("api_words", "api", "patch", "/api/experiments/{pk}/", "control", after="renamed"),
     Endpoint("api_start", "api", "post", "/api/experiments/{pk}/start/", "control", status="draft", after="queued"),
     Endpoint("api_pause", "api", "post", "/api/experiments/{pk}/pause/", "control", status="running", after="paused"),
     Endpoint("api_resume", "api", "post", "/api/experiments/{pk}/resume/", "control", status="paused", after="queued"),
@@ -149,7 +153,7 @@ def _user(world, role):
 def _page_url(endpoint: Endpoint, world, role: str) -> str:
     e = world.experiment
     args = {"experiment_shared": [e.share_token], "experiment_compare": []}.get(endpoint.target, [e.pk])
-    if endpoint.target in ("experiment_list", "experiment_new", "worker_list", "sweep_list", "sweep_new"):
+    if endpoint.target in ("experiment_list", "experiment_new", "worker_list", "sweep_list", "sweep_new", "runs_csv"):
         args = []
     if endpoint.target in ("sweep_detail", "sweep_cancel", "sweep_delete"):
         args = [world.sweep.pk]
@@ -171,6 +175,7 @@ def _page_request(endpoint: Endpoint, world, role: str):
         "experiment_delete": {"confirm": "yes"},
         "sweep_delete": {"confirm": "yes"},
         "experiment_priority": {"priority": PRIORITY},
+        "experiment_words": {"name": RENAMED},
     }.get(endpoint.id, {})
     return getattr(client, endpoint.method)(_page_url(endpoint, world, role), data)
 
@@ -196,13 +201,15 @@ def _api_request(endpoint: Endpoint, world, role: str):
         return client.post(url, body, content_type="application/json", **headers)
     if endpoint.id == "api_priority":
         return client.post(url, {"priority": PRIORITY}, content_type="application/json", **headers)
+    if endpoint.id == "api_words":
+        return client.patch(url, {"name": RENAMED}, content_type="application/json", **headers)
     return getattr(client, endpoint.method)(url, **headers)
 
 
 def _assert_outcome(role: str, response, endpoint: Endpoint, world):
     outcome = expected(role, endpoint)
     e = world.experiment
-    body = response.content.decode(errors="replace")
+    body = (b"".join(response.streaming_content) if response.streaming else response.content).decode(errors="replace")
     listed = e.name in body if endpoint.kind == "page" else f'"id":{e.pk},' in body.replace(" ", "")
     if outcome == "ok":
         assert response.status_code in (
@@ -237,6 +244,8 @@ def _assert_effect(outcome: str, endpoint: Endpoint, world):
         assert (e.share_token is None) == allowed
     elif endpoint.after == "prioritised":
         assert (e.priority == PRIORITY) == allowed
+    elif endpoint.after == "renamed":
+        assert (e.name == RENAMED) == allowed and e.edits.exists() == allowed
     elif endpoint.after:
         assert e.status == (endpoint.after if allowed else endpoint.status)
     else:

@@ -38,7 +38,15 @@ FACES: dict[str, tuple[set[str], str]] = {
     ),  # fmt: skip
     "external": (
         {"orchestrator/external/", "orchestrator/api/external/"},
-        "external runs in the domain (models, ingestion, liveness), and their API (runs, MLflow)",
+        "external runs in the domain (models, ingestion, liveness), and their API (ingestion, MLflow)",
+    ),
+    "runs": (
+        {"orchestrator/runs/", "orchestrator/api/runs.py", "orchestrator/web/views/runs.py"},
+        "the runs table: its query language and saved views in the domain, its API, and its page",
+    ),
+    "forms": (
+        {"accounts/web/forms.py", "orchestrator/web/forms/"},
+        "each app's page forms, as Django's convention names them (accounts' team pages, orchestrator's)",
     ),
     "estimates": (
         {"fedweb_engine/estimates/", "orchestrator/web/estimates.py"},

@@ -7,7 +7,7 @@ but not change; 409 ``{"detail", "status"}`` for a transition the current status
 
 from __future__ import annotations
 
-from django.db.models import Q
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
@@ -19,12 +19,14 @@ from rest_framework.response import Response
 
 from accounts.models import Membership
 from fedweb.inputs import MAX_INT, int_value, parse_int
+from orchestrator.api.runs import LIST_PARAMS, RunsPageSerializer, list_runs
 from orchestrator.api.serializers import (
     ExperimentCreateSerializer,
     ExperimentQueuedSerializer,
     ExperimentSerializer,
     RoundSerializer,
     TeamSerializer,
+    WordsSerializer,
 )
 from orchestrator.experiments import access
 from orchestrator.experiments.models import Experiment
@@ -44,26 +46,14 @@ class CSVRenderer(renderers.BaseRenderer):
         return data if isinstance(data, str | bytes) else str(data)
 
 
-LIST_PARAMS = [
-    OpenApiParameter("status", str, description="Only experiments with this status"),
-    OpenApiParameter("scope", str, enum=access.SCOPES, description="mine, team (my teams') or shared (public link)"),
-    OpenApiParameter("q", str, description="Text in the name, description or tags"),
-]
-
-
-@extend_schema(methods=["GET"], parameters=LIST_PARAMS, responses=ExperimentSerializer(many=True))
+@extend_schema(methods=["GET"], parameters=LIST_PARAMS, responses=RunsPageSerializer)
 @extend_schema(methods=["POST"], request=ExperimentCreateSerializer, responses={201: ExperimentQueuedSerializer})
 @api_view(["GET", "POST"])
 def experiments(request: Request) -> Response:
+    """List (the runs table: ``q``, ``columns``, ``sort``, ``group``, ``target``, in pages) or create."""
     if request.method == "POST":
         return _create(request)
-    qs = access.scoped(access.experiments_visible_to(request.user), request.user, request.query_params.get("scope"))
-    if value := request.query_params.get("status"):
-        qs = qs.filter(status=value)
-    if text := request.query_params.get("q"):
-        qs = qs.filter(Q(name__icontains=text) | Q(description__icontains=text) | Q(tags__icontains=text))
-    qs = qs.select_related("owner")
-    return Response(ExperimentSerializer(qs, many=True, context={"request": request}).data)
+    return list_runs(request)
 
 
 def _create(request: Request) -> Response:
@@ -75,12 +65,23 @@ def _create(request: Request) -> Response:
 
 
 @extend_schema(methods=["GET"], responses=ExperimentSerializer)
+@extend_schema(methods=["PATCH"], request=WordsSerializer, responses=ExperimentSerializer)
 @extend_schema(methods=["DELETE"], responses={204: None})
-@api_view(["GET", "DELETE"])
+@api_view(["GET", "PATCH", "DELETE"])
 def experiment(request: Request, pk: int) -> Response:
+    """Read, delete, or (PATCH) change its name, description, tags or notes: each change is recorded
+    with who made it and when."""
     if request.method == "DELETE":
         access.get_experiment_for_user(request.user, pk, delete=True).delete()
         return Response(status=status.HTTP_204_NO_CONTENT)
+    if request.method == "PATCH":
+        experiment = access.get_experiment_for_user(request.user, pk, control=True)
+        if not isinstance(request.data, dict):
+            raise ValidationError({"non_field_errors": ["A JSON object of name, description, tags, notes"]})
+        try:
+            experiment.edit_words(request.user, dict(request.data))
+        except DjangoValidationError as e:
+            raise ValidationError(e.message_dict) from None
     return Response(ExperimentSerializer(_reload(request, pk), context={"request": request}).data)
 
 

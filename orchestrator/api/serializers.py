@@ -35,7 +35,7 @@ class ExperimentSerializer(serializers.ModelSerializer):
     class Meta:
         model = Experiment
         fields = [
-            "id", "name", "description", "tags", "owner", "team", "visibility", "status", "current_round",
+            "id", "name", "description", "tags", "notes", "owner", "team", "visibility", "status", "current_round",
             "total_rounds", "error", "worker", "created", "queued_at", "started", "finished", "spec",
             "role", "can_control", "can_delete", "share_url", "priority", "plugins",
         ]  # fmt: skip
@@ -108,6 +108,15 @@ class ExperimentCreateSerializer(TeamAndVisibility, serializers.Serializer):
             return create_experiment(owner=self.context["request"].user, **data)
         except SpecError as e:
             raise serializers.ValidationError({"spec": {e.field: [str(e)]}}) from None
+
+
+class WordsSerializer(serializers.Serializer):
+    """What PATCH changes (any of them); checked by ``edits.check_words``, errors keyed by field."""
+
+    name = serializers.CharField(required=False)
+    description = serializers.CharField(required=False, allow_blank=True)
+    tags = serializers.ListField(child=serializers.CharField(), required=False)
+    notes = serializers.CharField(required=False, allow_blank=True, help_text="Markdown")
 
 
 class RoundSerializer(serializers.ModelSerializer):

@@ -6,8 +6,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from accounts.web import token_api
 from orchestrator.api import experiments as api
 from orchestrator.api import sweeps as sweep_api
+from orchestrator.api.external import ingestion as external_api
 from orchestrator.api.external import mlflow
-from orchestrator.api.external import runs as external_api
 
 urlpatterns = [
     path("experiments/", api.experiments, name="api_experiments"),

@@ -100,13 +100,19 @@ def _visible_to(model, user) -> QuerySet:
     # Experiments and sweeps share the rule (owner, team, visibility): one query per list.
     if not (user and user.is_authenticated):
         return model.objects.none()
-    role = Membership.objects.filter(team=OuterRef("team"), user=user).values("role")[:1]
+    # At most one membership per (team, user): no ORDER BY, which Membership's default ordering would
+    # add with two joins to every row's subquery (a list of 10,000 runs spent most of its query on them).
+    role = Membership.objects.filter(team=OuterRef("team"), user=user).order_by().values("role")[:1]
     qs = model.objects.annotate(
         access_team_role=Subquery(role), access_user_id=Value(user.id, output_field=IntegerField())
     )
     if user.is_superuser:
         return qs
-    shared = Q(visibility__in=[Visibility.TEAM, Visibility.PUBLIC], access_team_role__isnull=False)
+    # The same rule as "has a team role" (access_team_role), written as membership of the row's team:
+    # the database reads the user's teams once, where the role's subquery ran once per row (on a
+    # 10,000-run table, most of the time of PostgreSQL's pass over it).
+    teams = Membership.objects.filter(user=user).order_by().values("team")
+    shared = Q(visibility__in=[Visibility.TEAM, Visibility.PUBLIC], team__in=teams)
     return qs.filter(Q(owner=user) | shared)
 
 

@@ -26,6 +26,7 @@ from fedweb_engine.components.provenance import spec_provenance
 from fedweb_engine.spec.schema import Spec, SpecError
 from orchestrator.experiments.records import Checkpoint, LogEntry, checkpoint_folder
 from orchestrator.fleet.workers import pick_queue
+from orchestrator.runs.edits import RunEdit, check_words
 from orchestrator.sweeps.models import Sweep, Trial
 
 
@@ -91,6 +92,7 @@ class Experiment(models.Model):
     kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.NATIVE, db_index=True)
     description = models.TextField(blank=True)
     tags = models.JSONField(default=list, blank=True)
+    notes = models.TextField(blank=True)  # Markdown, rendered without raw HTML (orchestrator.web.notes)
     # The sweep it is one run of; deleting the sweep deletes its runs.
     sweep = models.ForeignKey(Sweep, models.CASCADE, null=True, blank=True, related_name="experiments")
     # The configuration of a search it is one seed of (orchestrator.sweeps.search).
@@ -165,6 +167,23 @@ class Experiment(models.Model):
         if parsed is None or parsed[1] != self.spec:
             parsed = self._parsed = (Spec.from_stored(self.spec), copy.deepcopy(self.spec))
         return parsed[0]
+
+    def edit_words(self, user, changes: dict) -> list[str]:
+        """Set some of its name, description, tags and notes (``edits.check_words`` first), recording
+        each changed one with ``user`` and the time; the fields that changed. The caller checks that
+        ``user`` may change the run (``access.can_control``)."""
+        changed = {k: v for k, v in check_words(changes).items() if getattr(self, k) != v}
+        if not changed:
+            return []
+        with transaction.atomic():
+            Experiment.objects.filter(pk=self.pk).update(**changed)
+            RunEdit.objects.bulk_create(
+                RunEdit(experiment=self, user=user, username=user.get_username(), field=k, old=getattr(self, k), new=v)
+                for k, v in changed.items()
+            )
+        for field, value in changed.items():
+            setattr(self, field, value)
+        return list(changed)
 
     def enable_public_link(self) -> str:
         """Make the experiment public with a new unguessable link token (any older link dies)."""

@@ -15,6 +15,8 @@ from django.utils import timezone
 
 from fedweb_engine.results.round_fields import FIELDS, Field
 from fedweb_engine.results.round_result import ROUND_RESULT_FIELDS
+from orchestrator.external.models import CustomMetric
+from orchestrator.runs import run_summary
 
 
 def _column(field: Field) -> models.Field:
@@ -68,8 +70,23 @@ class RoundMetric(RoundFields):
         values = {name: result.get(name) for name in ROUND_RESULT_FIELDS if name != "round"}
         values["worker"] = experiment.worker  # the claimant: the round task records after claiming
         values["claimed"] = claimed
-        metric, _ = cls.objects.get_or_create(experiment=experiment, round=result["round"], defaults=values)
+        metric, created = cls.objects.get_or_create(experiment=experiment, round=result["round"], defaults=values)
+        if created:  # a second delivery is folded in once, by the first
+            cls.fold_in(experiment.pk, [result])
         return metric
+
+    @classmethod
+    def fold_in(cls, experiment_id: int, results: list[dict]) -> None:
+        """Keep the run's summary row (``run_summary``) up to date with newly recorded rounds."""
+        if not run_summary.note_rounds(experiment_id, results):
+            cls.refold(experiment_id)
+
+    @classmethod
+    def refold(cls, experiment_id: int) -> None:
+        """Rebuild the run's summary row from every round it has recorded."""
+        custom = dict(CustomMetric.objects.filter(experiment_id=experiment_id).values_list("round", "values"))
+        rows = cls.objects.filter(experiment_id=experiment_id).order_by("round")
+        run_summary.rebuild(experiment_id, ({**r.to_result_dict(), "custom": custom.get(r.round)} for r in rows))
 
 
 class Checkpoint(models.Model):

@@ -1,19 +1,16 @@
 """A run in a few numbers: final and best test accuracy, final and best loss, rounds, time, bytes and, for
 a differentially private run, the privacy spent so far (the final ε).
 
-The experiments list and the compare page show them as table columns (computed in the database,
-a bounded number of queries for the whole list); the dashboard and the report show them as a
-summary block (from the rounds they already read).
+The runs table and the compare page show them as table columns (the runs table from the row the
+database keeps per run, ``run_summary``, folded round by round by ``fold_one``); the dashboard and
+the report show them as a summary block (from the rounds they already read).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from django.db.models import Count, F, Max, Min, OuterRef, Q, Subquery, Sum
-
 from fedweb_engine.results import round_fields
-from orchestrator.experiments.records import RoundMetric
 
 
 class Metric(NamedTuple):
@@ -58,47 +55,33 @@ def fold(aggregate: str, values: list):
     return values[-1] if aggregate == "last" else max(values)
 
 
+def fold_one(aggregate: str, current, value):
+    """``fold`` with one more value, the next round's (None: the round has none): what the maintained
+    summary of a run (``run_summary``) does per recorded round, so that folding a run's rounds one by
+    one, oldest first, gives ``fold`` of them all."""
+    if value is None:
+        return current
+    if current is None:
+        return 1 if aggregate == "count" else value
+    if aggregate == "count":
+        return current + 1
+    if aggregate == "sum":
+        return current + value
+    if aggregate == "min":
+        return min(current, value)
+    return value if aggregate == "last" else max(current, value)
+
+
+def round_value(metric: Metric, result: dict):
+    """The value ``metric`` folds in from one round (None when the round lacks one of its keys)."""
+    return _value(metric, result)
+
+
 def summarize(rounds: list[dict]) -> dict:
     """The summary of a run from its rounds (``RoundResult`` dicts, oldest first)."""
     if not rounds:
         return dict(EMPTY)
     return {m.key: fold(m.aggregate, [v for r in rounds if (v := _value(m, r)) is not None]) for m in METRICS}
-
-
-def _expression(metric: Metric):
-    total = F(metric.keys[0])
-    for key in metric.keys[1:]:
-        total = total + F(key)
-    return total
-
-
-def _present(metric: Metric) -> dict:
-    return {f"{k}__isnull": False for k in metric.keys}  # the rounds summarize folds in
-
-
-def _in_database(metric: Metric):
-    """``summarize``'s rule for ``metric`` as an aggregate of one experiment's rows."""
-    if metric.aggregate == "count":
-        return Count("id", filter=Q(**_present(metric)))
-    if metric.aggregate == "sum":
-        return Sum(_expression(metric), filter=Q(**_present(metric)))
-    if metric.aggregate == "max":
-        return Max(_expression(metric), filter=Q(**_present(metric)))
-    if metric.aggregate == "min":
-        return Min(_expression(metric), filter=Q(**_present(metric)))
-    latest = RoundMetric.objects.filter(experiment_id=OuterRef("experiment_id"), **_present(metric)).order_by("-round")
-    return Subquery(latest.annotate(v=_expression(metric)).values("v")[:1])
-
-
-def summaries_for(experiment_ids: list[int]) -> dict[int, dict]:
-    """``summarize`` of every experiment in ``experiment_ids`` with rounds, from one query."""
-    rows = (
-        RoundMetric.objects.filter(experiment_id__in=experiment_ids)
-        .values("experiment_id")
-        .annotate(**{f"m_{m.key}": _in_database(m) for m in METRICS})
-    )
-    # SQL sums no rows to NULL, as summarize's sum over no values is None.
-    return {row["experiment_id"]: {m.key: row[f"m_{m.key}"] for m in METRICS} for row in rows}
 
 
 def definitions() -> list[dict]:

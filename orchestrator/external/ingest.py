@@ -164,6 +164,8 @@ def record(experiment_id: int, reports: list[Report]) -> dict:
         # thread for sync views that much longer (events.publish_rounds).
         published = [{**row.to_result_dict(), "custom": report.custom} for report, row in zip(fresh, rows, strict=True)]
         if published:
+            RoundMetric.fold_in(experiment.pk, published)  # the runs table's summary row
+        if published:
             transaction.on_commit(lambda: events.publish_rounds(experiment.pk, published))
     return {"recorded": [r.round for r in fresh], "duplicates": [r.round for r in reports if r not in fresh]}
 

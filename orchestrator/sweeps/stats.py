@@ -93,13 +93,14 @@ def run_labels(experiments: list) -> list[str]:
     ]
 
 
-def group(experiments: list, rounds_by_id: dict[int, list[dict]], fields: list[str]) -> list[dict]:
-    """One row per configuration (the values of ``fields``), in first-seen order: its runs, the
-    seeds, how many finished, and mean ± std over the runs of every metric of ``METRICS``."""
+def group(experiments: list, rounds_by_id: dict[int, list[dict]], fields: list[str], value_of=None) -> list[dict]:
+    """One row per configuration (the values of ``fields``; ``value_of(experiment, field)`` reads one,
+    by default from the spec), in first-seen order: its runs, the seeds, how many finished, and
+    mean ± std over the runs of every metric of ``METRICS``."""
     buckets: dict[str, list] = defaultdict(list)
     configs: dict[str, dict] = {}
     for e in experiments:
-        config = {f: value_at(e.spec, f) for f in fields}
+        config = {f: value_of(e, f) if value_of else value_at(e.spec, f) for f in fields}
         key = json.dumps(config, sort_keys=True)
         configs.setdefault(key, config)
         buckets[key].append(e)

@@ -16,6 +16,7 @@ from orchestrator.experiments.public import host_names, redact, redact_events
 from orchestrator.experiments.round_table import rounds_of, table_columns, table_rows
 from orchestrator.experiments.summaries import cells, summarize
 from orchestrator.web.charts import dashboard_charts
+from orchestrator.web.notes import render_notes
 
 
 def _static_text(relative: str) -> str:
@@ -40,6 +41,7 @@ def render_report(experiment: Experiment, *, public: bool = False) -> str:
         "events": redact_events(events, hosts) if public else events,
         "error": redact(experiment.error, hosts),
         "public": public,
+        "notes_html": render_notes(experiment.notes),
         "spec_json": json.dumps(experiment.spec, indent=2),
         "page": {
             "id": experiment.pk,

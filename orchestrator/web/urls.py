@@ -1,10 +1,28 @@
 from django.urls import path
 
-from orchestrator.web.views import compare, controls, downloads, health, pages, previews, sweep_sharing, sweeps, workers
+from orchestrator.web.operators import health
+from orchestrator.web.views import (
+    compare,
+    controls,
+    downloads,
+    pages,
+    previews,
+    runs,
+    saved_views,
+    sweep_sharing,
+    sweeps,
+    words,
+    workers,
+)
 
 # URL names are a contract with the REST API and the permission tests: keep them stable.
 urlpatterns = [
-    path("", pages.experiment_list, name="experiment_list"),
+    path("", runs.experiment_list, name="experiment_list"),
+    path("runs.csv", runs.runs_csv, name="runs_csv"),
+    path("runs/columns/", saved_views.table_columns, name="table_columns"),
+    path("views/save/", saved_views.view_save, name="view_save"),
+    path("views/<int:pk>/", saved_views.view_open, name="view_open"),
+    path("views/<int:pk>/delete/", saved_views.view_delete, name="view_delete"),
     path("healthz", health.healthz, name="healthz"),
     path("experiments/statuses.json", pages.experiment_statuses, name="experiment_statuses"),
     path("experiments/new/", pages.experiment_new, name="experiment_new"),
@@ -21,6 +39,7 @@ urlpatterns = [
     path("experiments/<int:pk>/cancel/", controls.experiment_action, {"action": "cancel"}, name="experiment_cancel"),
     path("experiments/<int:pk>/delete/", controls.experiment_delete, name="experiment_delete"),
     path("experiments/<int:pk>/priority/", controls.experiment_priority, name="experiment_priority"),
+    path("experiments/<int:pk>/words/", words.experiment_words, name="experiment_words"),
     path("share/<str:token>/", pages.experiment_shared, name="experiment_shared"),
     path("compare/", compare.experiment_compare, name="experiment_compare"),
     path("sweeps/", sweeps.sweep_list, name="sweep_list"),

@@ -2,13 +2,18 @@
 // come from orchestrator/web/charts.py; this file keeps each figure as the server sent it (x in rounds,
 // raw y) and redraws it through the reader's choices: x-axis (round, wall-clock seconds, MB
 // communicated), EMA smoothing with the raw points faint behind, linear or log y, zoom linked across
-// the charts, bars turned into lines when they would be too thin, CSV/PNG downloads, and on the
+// the charts, bars turned into lines when they would be too thin, CSV/PNG/SVG downloads, and on the
 // compare page one legend for every chart. A figure marked `own_x` (the participation histogram,
 // whose x is "times sampled"; the grouped mean ± std bands) keeps its own x axis: it stays out of
 // the x-axis choice and the linked zoom.
 (function () {
   "use strict";
-  const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+  // Every chart downloads as PNG (plotly's camera) and as SVG (a vector picture for papers).
+  const SVG_BUTTON = {
+    name: "download-svg", title: "Download plot as SVG", icon: window.Plotly ? Plotly.Icons.disk : undefined,
+    click: (gd) => Plotly.downloadImage(gd, { format: "svg", filename: gd.id || "chart", width: 1000, height: 500 }),
+  };
+  const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"], modeBarButtonsToAdd: [SVG_BUTTON] };
   const X_TITLES = { round: "round", seconds: "wall-clock seconds (Σ round time)", mb: "MB communicated (up + down)" };
   const MIN_BAR_PX = 2; // narrower bars are unreadable: the trace is drawn as a line instead
   const MIN_TICK_PX = 18; // log-axis tick labels closer than this overlap (12 px font)
@@ -225,7 +230,7 @@
       if (!div || !div.data) return;
       const own = base[id].own_x;
       const name = own ? id : `${id}-${view.x}`;
-      if (format === "png") { Plotly.downloadImage(div, { format: "png", filename: name, width: 1000, height: 500 }); return; }
+      if (format === "png" || format === "svg") { Plotly.downloadImage(div, { format, filename: name, width: 1000, height: 500 }); return; }
       // The points as drawn on the chosen axis, one line per point; smoothed traces carry their raw y too.
       const lines = [["trace", own ? "x" : "round", own ? "x" : X_TITLES[view.x], "y", "y smoothed"].join(",")];
       for (const t of base[id].data) {
@@ -266,5 +271,5 @@
     return { append, render: renderAll, view, download };
   }
 
-  window.FedWebCharts = { init, value };
+  window.FedWebCharts = { init, value, CONFIG };
 })();

@@ -7,7 +7,8 @@
   const traceOf = {}; // metric name -> [chart id, trace index]
   for (const panel of charts.panels) {
     const figure = charts.figures[panel.id];
-    Plotly.newPlot(panel.id, figure.data, figure.layout, { displaylogo: false, responsive: true });
+    // The dashboard's chart settings (charts.js is loaded first): PNG and SVG downloads.
+    Plotly.newPlot(panel.id, figure.data, figure.layout, (window.FedWebCharts && FedWebCharts.CONFIG) || { displaylogo: false, responsive: true });
     panel.names.forEach((name, i) => { traceOf[name] = [panel.id, i]; });
   }
   window.FedWebCustomMetrics = {

@@ -2,6 +2,11 @@
 // boxes (resources, bandwidth, privacy, partition) following the form values, each on its own.
 (function () {
   "use strict";
+  // The partition preview downloads as PNG (plotly's camera) and as SVG, as every chart does.
+  const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToAdd: [{
+    name: "download-svg", title: "Download plot as SVG", icon: window.Plotly ? Plotly.Icons.disk : undefined,
+    click: (gd) => Plotly.downloadImage(gd, { format: "svg", filename: gd.id || "chart", width: 1000, height: 500 }),
+  }] };
   const form = document.getElementById("experiment-form");
   const $ = (id) => document.getElementById(id);
 
@@ -110,7 +115,7 @@
     $("partition-info").textContent = `${body.num_clients.toLocaleString()} clients, ${body.samples_total.toLocaleString()} training samples, ${body.test_samples.toLocaleString()} test samples${shown < body.num_clients ? `; first ${shown} clients shown` : ""}`;
     if (!body.label_counts.length) {
       Plotly.react(chart, [{ type: "bar", x: body.samples.map((_, i) => i), y: body.samples, marker: { color: "#2563eb" } }],
-        { margin: { l: 50, r: 10, t: 10, b: 40 }, xaxis: { title: { text: "client" } }, yaxis: { title: { text: "samples" } } }, { displaylogo: false, responsive: true });
+        { margin: { l: 50, r: 10, t: 10, b: 40 }, xaxis: { title: { text: "client" } }, yaxis: { title: { text: "samples" } } }, PLOT_CONFIG);
       return;
     }
     // Heatmap: one row per class, one column per client (the eye reads non-IID-ness across a row).
@@ -120,7 +125,7 @@
       type: "heatmap", z, x: body.label_counts.map((_, i) => i), y: [...Array(body.num_classes).keys()],
       colorscale: "Blues", reversescale: false, hovertemplate: "client %{x}<br>class %{y}<br>%{z} samples<extra></extra>",
     }], { margin: { l: 40, r: 10, t: 10, b: 40 }, xaxis: { title: { text: "client" } }, yaxis: { title: { text: "class" }, dtick: body.num_classes > 20 ? 5 : 1 } },
-    { displaylogo: false, responsive: true });
+    PLOT_CONFIG);
   }
 
   let timer = null;

@@ -4,7 +4,12 @@
 // access-checked live.json (at most one request in flight; changes meanwhile make one more).
 (function () {
   "use strict";
-  const CONFIG = { displaylogo: false, responsive: true };
+  // Each chart downloads as PNG (plotly's camera) and as SVG.
+  const SVG_BUTTON = {
+    name: "download-svg", title: "Download plot as SVG", icon: window.Plotly ? Plotly.Icons.disk : undefined,
+    click: (gd) => Plotly.downloadImage(gd, { format: "svg", filename: gd.id || "chart", width: 1000, height: 500 }),
+  };
+  const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToAdd: [SVG_BUTTON] };
   const $ = (id) => document.getElementById(id);
   const table = $("sweep-table");
   const live = JSON.parse($("sweep-live").textContent);

@@ -276,7 +276,9 @@ def test_it_never_fails_on_odd_ids_and_parameters(client, world):
     paths = [
         "/api/experiments/{id}/", "/api/experiments/{id}/start/", "/api/experiments/{id}/cancel/",
         "/api/experiments/{id}/rounds/?after={p}", "/api/experiments/{id}/rounds.csv",
-        "/api/experiments/?status={p}&scope={p}&q={p}",
+        "/api/experiments/?status={p}&scope={p}&q={p}", "/api/experiments/?q={p}&columns={p}&sort={p}&target={p}",
+        "/api/experiments/?group={p}&page={p}&page_size={p}", "/?q={p}", "/?columns={p}&group={p}&sort={p}&target={p}",
+        "/runs.csv?q={p}&group={p}", "/compare/?q={p}&group={p}", "/views/{id}/",
         "/experiments/{id}/", "/experiments/{id}/rounds.json", "/experiments/statuses.json?ids={id},{p}",
         "/compare/?ids={id},{p}", "/experiments/new/?clone={p}", "/share/{p}/", "/experiments/{id}/pause/",
     ]  # fmt: skip

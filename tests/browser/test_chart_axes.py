@@ -61,7 +61,8 @@ def test_it_shares_one_legend_with_short_labels_across_the_compare_charts_of_six
     page.goto(f"http://{daphne}/compare/?ids={ids}")
     page.wait_for_function("() => document.getElementById('cmp-participants').data !== undefined")
 
-    labels = page.locator("#chart-legend .legend-item").all_inner_texts()
+    # Each legend item: its swatch, its label, then its "to target" figures.
+    labels = page.locator("#chart-legend .legend-item").evaluate_all("els => els.map(e => e.childNodes[1].textContent)")
     assert [t.strip() for t in labels] == [f"mu={mu} seed={s}" for mu in (0.01, 0.1, 1.0) for s in (0, 1)]
     for chart in CMP:
         assert page.evaluate(f"() => document.querySelectorAll('#{chart} g.legend').length") == 0, chart

@@ -82,8 +82,12 @@ def test_it_compares_an_external_run_with_a_native_one(page, alice, daphne, arti
     labels = run_labels([native, external])
     names = page.evaluate("() => document.getElementById('cmp-accuracy').data.map(t => t.name)")
     assert sorted(names) == sorted(labels)
-    legend = page.locator("#chart-legend .legend-item").all_inner_texts()
-    assert sorted(t.strip() for t in legend) == sorted(labels)
+    # Each legend item: its swatch, its label, then its "to target" figures (test accuracy 0.8 by default).
+    legend = page.locator("#chart-legend .legend-item").evaluate_all(
+        "els => els.map(e => e.childNodes[1].textContent.trim())"
+    )
+    assert sorted(legend) == sorted(labels)
+    assert page.locator("#chart-legend .legend-item .to-target").count() == 2
     assert sorted(len(x) for x in trace_xs(page, "cmp-accuracy")) == [5, 6]  # the external run's 5 rounds
     external_y = page.evaluate(
         "(n) => document.getElementById('cmp-accuracy').data.find(t => t.name === n).y", labels[1]

@@ -186,8 +186,11 @@ def test_it_overlays_two_experiments_on_the_compare_page(page, alice, daphne):
     b.refresh_from_db()
     # Each run by its short label (the fields that differ), the same in the page's one legend.
     assert sorted(names) == sorted(run_labels([a, b])) and "name=fedavg" in " ".join(names)
-    legend = page.locator("#chart-legend .legend-item").all_inner_texts()
-    assert sorted(t.strip() for t in legend) == sorted(run_labels([a, b]))
+    # Each legend item: its swatch, its label, then its "to target" figures.
+    legend = page.locator("#chart-legend .legend-item").evaluate_all(
+        "els => els.map(e => e.childNodes[1].textContent.trim())"
+    )
+    assert sorted(legend) == sorted(run_labels([a, b]))
     assert sorted(len(x) for x in trace_xs(page, "cmp-accuracy")) == [4, 6]
     for chart in ("cmp-loss", "cmp-memory", "cmp-bandwidth"):
         assert page.locator(f"#{chart} .main-svg").count() > 0

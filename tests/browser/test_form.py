@@ -7,7 +7,7 @@ import pytest
 
 from fedweb_engine.spec.fields import applies
 from fedweb_engine.spec.schema import spec_fields
-from orchestrator.web.experiment_forms import HIDDEN_SPEC_FIELDS, form_name
+from orchestrator.web.forms.experiment_forms import HIDDEN_SPEC_FIELDS, form_name
 from tests.browser.conftest import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration]

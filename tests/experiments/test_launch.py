@@ -159,7 +159,7 @@ def test_a_worker_parses_the_spec_once_per_round_and_trains_with_the_form_s_lear
 
 
 RATE = 0.0123  # a rate no default or preset has: only the form's input carries it
-FORM = "orchestrator/web/experiment_forms.py"
+FORM = "orchestrator/web/forms/experiment_forms.py"
 README_WALK_START = "The local learning rate, from the New experiment form"
 
 

@@ -12,7 +12,9 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
 from fedweb_engine import Simulation, Spec
-from orchestrator.models import CustomMetric, Experiment, Kind, RoundMetric, Status
+from orchestrator.experiments.models import Experiment, Kind, Status
+from orchestrator.experiments.records import RoundMetric
+from orchestrator.external.models import CustomMetric
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -11,7 +11,7 @@ import torch
 from fedweb_engine.components import registry
 from fedweb_engine.components.registry import RegistryError, option
 from fedweb_engine.data.pool import Pool
-from orchestrator.web.experiment_forms import ExperimentForm
+from orchestrator.web.forms.experiment_forms import ExperimentForm
 from tests.web.test_forms import form_data
 
 

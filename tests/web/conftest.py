@@ -25,3 +25,6 @@ def make_experiment(owner, *, rounds: int = 0, name: str = "tiny", spec: dict | 
 def alice_client(client, user):
     client.force_login(user)
     return client
+
+
+from tests.runs.world import runs  # noqa: E402, F401  (two teams and their runs: test_runs_page.py)

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from fedweb_engine.spec.schema import spec_fields
 from orchestrator.experiments.models import Experiment
-from orchestrator.web.experiment_forms import HIDDEN_SPEC_FIELDS, form_name
+from orchestrator.web.forms.experiment_forms import HIDDEN_SPEC_FIELDS, form_name
 from tests.web.test_forms import form_data
 
 pytestmark = pytest.mark.django_db

@@ -3,7 +3,7 @@ import pytest
 from fedweb_engine.spec.presets import PRESETS, VARYING_SCHEDULE
 from fedweb_engine.spec.schema import Spec
 from orchestrator.experiments.models import Experiment
-from orchestrator.web.experiment_forms import ExperimentForm, spec_initial
+from orchestrator.web.forms.experiment_forms import ExperimentForm, spec_initial
 
 pytestmark = pytest.mark.django_db
 

@@ -27,10 +27,12 @@ def test_it_lists_filters_and_searches(alice_client, user, other_user):
     make_experiment(user, name="alpha run", tags=["baseline"], description="first try")
     make_experiment(user, name="beta run", tags=["fedprox"], status="completed")
     make_experiment(other_user, name="not mine")
-    names = lambda r: [e.name for e in r.context["experiments"]]  # noqa: E731
+    names = lambda r: [row["run"].name for row in r.context["rows"]]  # noqa: E731
     assert sorted(names(alice_client.get("/"))) == ["alpha run", "beta run"]
-    assert names(alice_client.get("/?status=completed")) == ["beta run"]
+    assert names(alice_client.get("/?status=completed")) == ["beta run"]  # an older link's filters
     assert names(alice_client.get("/?tag=baseline")) == ["alpha run"]
+    assert names(alice_client.get("/?q=status = completed")) == ["beta run"]
+    assert names(alice_client.get("/?q=tag:baseline")) == ["alpha run"]
     assert names(alice_client.get("/?q=first")) == ["alpha run"]
     assert sorted(names(alice_client.get("/?scope=mine"))) == ["alpha run", "beta run"]
     assert names(alice_client.get("/?scope=shared")) == []

@@ -13,12 +13,14 @@ that ``python -m fedweb_client sync FILE`` uploads later. Nothing here raises in
 
 Rounds that already ran (FedWeb's engine in a notebook) go up in one call:
 ``fedweb_client.report(url, token, name, results, config=spec.to_dict())``.
+``fedweb_client.runs(query, columns)`` reads the runs table (filtered, sorted, grouped) as rows.
 """
 
 from __future__ import annotations
 
 from fedweb_client.results import report
 from fedweb_client.run import Run, init
+from fedweb_client.runs import QueryError, runs
 from fedweb_client.sync import sync
 
-__all__ = ["Run", "init", "report", "sync"]
+__all__ = ["QueryError", "Run", "init", "report", "runs", "sync"]

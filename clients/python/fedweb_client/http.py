@@ -16,7 +16,12 @@ class ServerAway(Exception):
 
 
 class Refused(Exception):
-    """Not worth retrying: the server said the request itself is wrong (a 4xx other than 429)."""
+    """Not worth retrying: the server said the request itself is wrong (a 4xx other than 429).
+    ``status`` is its HTTP status, ``body`` its JSON answer (None when it sent none)."""
+
+    def __init__(self, message: str, status: int = 0, body=None):
+        super().__init__(message)
+        self.status, self.body = status, body
 
 
 def post(url: str, auth: str, body: dict | None, timeout: float) -> dict:
@@ -25,6 +30,16 @@ def post(url: str, auth: str, body: dict | None, timeout: float) -> dict:
     request = urllib.request.Request(
         url, data=data, method="POST", headers={"Content-Type": "application/json", "Authorization": auth}
     )
+    return _send(request, timeout)
+
+
+def get(url: str, auth: str, timeout: float) -> dict:
+    """GET; the answer's JSON, or ``ServerAway`` / ``Refused``."""
+    request = urllib.request.Request(url, method="GET", headers={"Accept": "application/json", "Authorization": auth})
+    return _send(request, timeout)
+
+
+def _send(request: urllib.request.Request, timeout: float) -> dict:
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return json.loads(response.read() or b"{}")
@@ -33,9 +48,16 @@ def post(url: str, auth: str, body: dict | None, timeout: float) -> dict:
         if e.code == 429 or e.code >= 500:
             retry = e.headers.get("Retry-After")
             raise ServerAway(f"HTTP {e.code}: {text}", float(retry) if retry and retry.isdigit() else None) from None
-        raise Refused(f"HTTP {e.code}: {text}") from None
+        raise Refused(f"HTTP {e.code}: {text}", e.code, _json(text)) from None
     except (OSError, ValueError) as e:  # URLError, timeouts, resets, a garbled answer
         raise ServerAway(str(e)) from None
+
+
+def _json(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def create_run(url: str, token: str, fields: dict, timeout: float) -> dict:

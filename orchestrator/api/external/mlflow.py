@@ -32,6 +32,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from orchestrator.api.external.ingestion import MAX_CONFIG_CHARS
+
 # MLflow's error codes and the HTTP status its server answers for each.
 from orchestrator.api.external.mlflow_protocol import (
     COLUMN,
@@ -50,7 +52,6 @@ from orchestrator.api.external.mlflow_protocol import (
     _value,
     mlflow_view,
 )
-from orchestrator.api.external.runs import MAX_CONFIG_CHARS
 from orchestrator.experiments import access
 from orchestrator.experiments.models import Experiment, Kind, Status
 from orchestrator.experiments.records import RoundMetric

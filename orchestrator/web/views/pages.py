@@ -10,63 +10,33 @@ import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 
 from fedweb.inputs import parse_int
 from fedweb_engine.spec.presets import PRESETS
 from orchestrator.experiments import access
-from orchestrator.experiments.access import (
-    experiments_visible_to,
-    get_experiment_for_token,
-    get_experiment_for_user,
-    scoped,
-)
+from orchestrator.experiments.access import experiments_visible_to, get_experiment_for_token, get_experiment_for_user
 from orchestrator.experiments.leak import leak_warnings
 from orchestrator.experiments.models import ACTIVE, Experiment, Kind, Status
 from orchestrator.experiments.public import host_names, redact, redact_events
 from orchestrator.experiments.round_table import rounds_of, table_columns, table_rows
-from orchestrator.experiments.summaries import METRICS, cells, summaries_for, summarize
+from orchestrator.experiments.summaries import cells, summarize
 from orchestrator.experiments.summaries import definitions as summary_definitions
 from orchestrator.external.liveness import mark_crashed
 from orchestrator.fleet.queues import live_workers_by_queue, queue_depths, submit_warnings, waiting_for, waiting_status
 from orchestrator.web.charts import dashboard_charts
-from orchestrator.web.experiment_forms import ExperimentForm, spec_initial
 from orchestrator.web.external_dashboard import config_groups, custom_charts
+from orchestrator.web.forms.experiment_forms import ExperimentForm, spec_initial
+from orchestrator.web.forms.runs_forms import WordsForm
+from orchestrator.web.notes import render_notes
 from orchestrator.web.spec_table import spec_groups
 
-SCOPES = ("all", "mine", "team", "shared")
 LIST_LIMIT = 500
+EDITS_SHOWN = 50
 
 
-# -- experiments list ------------------------------------------------------------------------------
-
-
-@login_required
-def experiment_list(request: HttpRequest) -> HttpResponse:
-    scope = request.GET.get("scope", "all")
-    scope = scope if scope in SCOPES else "all"
-    status = request.GET.get("status", "")
-    tag = request.GET.get("tag", "").strip()
-    q = request.GET.get("q", "").strip()
-    mark_crashed()  # external runs gone silent: detected on read, no daemon
-    visible = experiments_visible_to(request.user)
-    qs = scoped(visible, request.user, scope if scope != "all" else None).select_related("owner")
-    if status in Status.values:
-        qs = qs.filter(status=status)
-    if q:
-        qs = qs.filter(Q(name__icontains=q) | Q(description__icontains=q))
-    experiments = list(qs[:LIST_LIMIT])
-    if tag:  # JSON list membership isn't portable to SQLite; the list is bounded anyway
-        experiments = [e for e in experiments if tag in (e.tags or [])]
-    tags = sorted({t for tags in visible.values_list("tags", flat=True)[:LIST_LIMIT] for t in (tags or [])})
-    summaries = summaries_for([e.pk for e in experiments])
-    for e in experiments:
-        e.metric_cells = cells(summaries.get(e.pk, {}))
-    ctx = {"experiments": experiments, "scope": scope, "scopes": SCOPES, "status": status, "statuses": Status.values}
-    ctx.update({"tag": tag, "tags": tags, "q": q, "metrics": METRICS})
-    return render(request, "orchestrator/experiment_list.html", ctx)
+# -- the runs table's live statuses (the table itself: orchestrator/web/views/runs.py) ----------------
 
 
 @login_required
@@ -149,6 +119,17 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str,
         "token_query": f"?token={token}" if token else "",
         "ws_url": ws_url,
         "leak_warnings": leak_warnings(rounds),
+        "notes_html": render_notes(experiment.notes),
+        # Who edited its words: for those who may read it by right, not through a public link.
+        "edits": [] if token else list(experiment.edits.all()[:EDITS_SHOWN]),
+        "words_form": WordsForm(
+            initial={
+                **{k: getattr(experiment, k) for k in ("name", "description", "notes")},
+                "tags": ", ".join(experiment.tags),
+            }
+        )
+        if can_control
+        else None,  # fmt: skip
         "device": rounds[-1]["device"] if rounds else "",
         "page": {
             "id": experiment.pk,

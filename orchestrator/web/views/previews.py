@@ -16,7 +16,7 @@ from django.http import HttpRequest, JsonResponse, QueryDict
 from fedweb_engine.spec.schema import Spec, SpecError, spec_fields
 from orchestrator.experiments.launch import checked_spec
 from orchestrator.web.estimates import bandwidth_estimate, partition_preview, privacy_estimate, resource_estimate
-from orchestrator.web.experiment_forms import ExperimentForm, form_name
+from orchestrator.web.forms.experiment_forms import ExperimentForm, form_name
 
 # The spec fields (dotted prefixes) each box is computed from.
 BOX_FIELDS = {

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET
 
 from orchestrator.experiments import access
 from orchestrator.experiments.models import Visibility
-from orchestrator.web.sweep_forms import SweepSharingForm
+from orchestrator.web.forms.sweep_forms import SweepSharingForm
 from orchestrator.web.views.sweeps import sweep_context
 
 

@@ -22,9 +22,9 @@ from orchestrator.sweeps import overview
 from orchestrator.sweeps.create import create_sweep
 from orchestrator.sweeps.models import SEED_FIELD
 from orchestrator.sweeps.stats import METRICS, band, group, value_at
-from orchestrator.web.experiment_forms import spec_initial
+from orchestrator.web.forms.experiment_forms import spec_initial
+from orchestrator.web.forms.sweep_forms import SEARCH_FIELDS, SweepForm, axes_text, ranges_text
 from orchestrator.web.sweep_charts import NO_TARGET_TEXT, band_figure, parallel_figure, rungs_figure, trials_figure
-from orchestrator.web.sweep_forms import SEARCH_FIELDS, SweepForm, axes_text, ranges_text
 
 CURVES = (("test_accuracy", "Test accuracy", "accuracy"), ("test_loss", "Test loss", "loss"))
 

@@ -22,7 +22,7 @@ from fedweb import inputs
 from fedweb_engine.spec.schema import COMPONENT_PATHS, SECTIONS, Spec, SpecError, option_key, spec_fields
 from orchestrator.experiments.launch import create_experiment
 from orchestrator.experiments.models import Experiment
-from orchestrator.web.owned_forms import OwnedForm
+from orchestrator.web.forms.owned_forms import OwnedForm
 
 # Derived from the algorithm; showing it would only let the two disagree.
 HIDDEN_SPEC_FIELDS = {"algorithm.server_optimizer"}

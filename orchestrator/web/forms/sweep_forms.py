@@ -19,8 +19,8 @@ from orchestrator.sweeps.create import check
 from orchestrator.sweeps.models import SEED_FIELD, STOPPING, SWEEP_MODES
 from orchestrator.sweeps.search_options import DEFAULTS
 from orchestrator.sweeps.sweep_error import SweepError
-from orchestrator.web.experiment_forms import ExperimentForm, form_name
-from orchestrator.web.owned_forms import OwnedForm, TeamVisibilityChecks
+from orchestrator.web.forms.experiment_forms import ExperimentForm, form_name
+from orchestrator.web.forms.owned_forms import OwnedForm, TeamVisibilityChecks
 
 AXES_HELP = "One swept field a line: algorithm.mu: 0, 0.01, 0.1, 1 (or a JSON list after the colon)."
 RANGES_HELP = (

@@ -1,0 +1,1 @@
+"""What operators and their monitors read: /healthz and the Prometheus /metrics endpoint."""
