@@ -14,7 +14,15 @@ from orchestrator.experiments.launch import checked_spec, create_experiment
 from orchestrator.fleet.queues import submit_warnings
 from orchestrator.models import Experiment, RoundMetric, Visibility, check_team_visibility
 from workers.engine.result import ROUND_RESULT_FIELDS
-from workers.engine.spec import Spec, SpecError
+from workers.engine.spec import Spec, SpecError, each_error
+
+
+def spec_error_body(error: SpecError) -> dict[str, list[str]]:
+    """Every bad field of a spec with its messages: ``{"data.alpha": ["data.alpha must be > 0"], ...}``."""
+    body: dict[str, list[str]] = {}
+    for e in each_error(error):
+        body.setdefault(e.field, []).append(str(e))
+    return body
 
 
 class SpecField(serializers.JSONField):
@@ -104,7 +112,7 @@ class ExperimentCreateSerializer(TeamAndVisibility, serializers.Serializer):
         try:
             return checked_spec(value)  # carried as it is to create_experiment
         except SpecError as e:
-            raise serializers.ValidationError({e.field: [str(e)]}) from None
+            raise serializers.ValidationError(spec_error_body(e)) from None
 
     def create(self, data) -> Experiment:
         return create_experiment(owner=self.context["request"].user, **data)

@@ -21,7 +21,7 @@ from fedweb import inputs
 from orchestrator.experiments.launch import checked_spec, create_experiment
 from orchestrator.models import Experiment
 from orchestrator.web.owned_forms import OwnedForm
-from workers.engine.spec import COMPONENT_PATHS, SECTIONS, Spec, SpecError, option_key, spec_fields
+from workers.engine.spec import COMPONENT_PATHS, SECTIONS, Spec, SpecError, each_error, option_key, spec_fields
 
 # Derived from the algorithm; showing it would only let the two disagree.
 HIDDEN_SPEC_FIELDS = {"algorithm.server_optimizer"}
@@ -205,18 +205,28 @@ class ExperimentForm(OwnedForm):
         cleaned = super().clean()  # name, tags, team and visibility (OwnedForm)
         for name in self._unselected_options():
             self.errors.pop(name, None)  # a hidden component's inputs have no say in the spec
-        if self.errors:
-            return cleaned  # the spec can't be judged from half of its fields
+        # The engine judges the spec even when some inputs did not parse (they take their defaults
+        # there), so one submit shows every bad field beside it, not one per submit.
         spec = self.spec_dict()
         try:
-            self.spec = checked_spec(spec)  # carried as it is to create_experiment (save)
+            spec_object = checked_spec(spec)
         except SpecError as e:
-            field = form_name(option_key(e.field, spec))
-            if field in self.fields:
-                self.add_error(field, str(e))
-            else:
-                self.add_error(None, str(e))
+            self.add_spec_errors(e, spec)
+        else:
+            if not self.errors:
+                self.spec = spec_object  # carried as it is to create_experiment (save)
         return cleaned
+
+    def add_spec_errors(self, error: SpecError, spec: dict) -> None:
+        """Each of the engine's errors beside its input; one on an input that already has an error
+        of its own (it did not parse) is left out, as the engine judged that input's default."""
+        unparsed = set(self.errors)
+        for e in each_error(error):
+            field = form_name(option_key(e.field, spec))
+            if field not in self.fields:
+                self.add_error(None, str(e))
+            elif field not in unparsed:
+                self.add_error(field, str(e))
 
     def save(self) -> Experiment:
         """Store the valid form's experiment, owned by its user, and queue it: its spec as ``clean``
@@ -232,6 +242,8 @@ class ExperimentForm(OwnedForm):
         for dotted, meta in fields.items():
             if dotted in HIDDEN_SPEC_FIELDS or form_name(dotted) in skipped:
                 continue
+            if form_name(dotted) in self.errors or form_name(dotted) not in self.cleaned_data:
+                continue  # did not parse: the engine's default stands in for it
             value = self.cleaned_data.get(form_name(dotted))
             if value == "" and meta["nullable"]:
                 value = None

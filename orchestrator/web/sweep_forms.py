@@ -14,11 +14,12 @@ from django.core.exceptions import ValidationError
 from accounts.models import Team
 from fedweb import inputs
 from orchestrator.experiments.access import teams_for_creation
+from orchestrator.experiments.launch import checked_spec
 from orchestrator.sweeps.expand import SweepError, expand
 from orchestrator.sweeps.models import SEED_FIELD, SWEEP_MODES
 from orchestrator.web.forms import ExperimentForm, form_name
 from orchestrator.web.owned_forms import OwnedForm, TeamVisibilityChecks
-from workers.engine.spec import option_key, spec_fields
+from workers.engine.spec import SpecError, each_error, option_key, spec_fields
 
 AXES_HELP = "One swept field a line: algorithm.mu: 0, 0.01, 0.1, 1 (or a JSON list after the colon)."
 
@@ -125,9 +126,12 @@ class SweepForm(ExperimentForm):
         self.from_json = cleaned.get("base_spec") is not None
         for name in spec_names if self.from_json else skipped:
             self.errors.pop(name, None)  # the JSON replaces the fields; a hidden component's inputs have no say
-        if self.errors:
-            return cleaned
+        if "base_spec" in self.errors:
+            return cleaned  # JSON that does not parse: no spec to judge
         cleaned["base_spec"] = cleaned["base_spec"] if self.from_json else self.spec_dict()
+        if any(name in self.errors for name in ("axes", "seeds", "mode", "samples", "sample_seed")):
+            self._judge_base(cleaned["base_spec"])  # no runs to expand, but the base's bad fields show now
+            return cleaned
         axes = dict(cleaned["axes"])
         if cleaned.get("seeds") is not None:
             axes[SEED_FIELD] = cleaned["seeds"]
@@ -136,10 +140,22 @@ class SweepForm(ExperimentForm):
         try:
             expand(**args)
         except SweepError as e:
+            unparsed = set(self.errors)  # an input that did not parse keeps its own error, not its default's
             for key, messages in e.errors.items():
-                self.add_error(self._field_of(key, axes), messages)
+                field = self._field_of(key, axes)
+                if field is None or field not in unparsed:
+                    self.add_error(field, messages)
         self.sweep_args = args
         return cleaned
+
+    def _judge_base(self, base: dict) -> None:
+        try:
+            checked_spec(base)
+        except SpecError as e:
+            if self.from_json:
+                self.add_error("base_spec", [str(one) for one in each_error(e)])
+            else:
+                self.add_spec_errors(e, base)
 
     def _field_of(self, key: str, axes: dict) -> str | None:
         """The form field an expansion error belongs beside: the swept field's line or the base spec."""

@@ -36,7 +36,16 @@ from workers.engine.spec_components import (  # noqa: F401 - the spec's public n
     check_components,
     option_key,
 )
-from workers.engine.validation import SpecError, build, describe_fields, section_of
+from workers.engine.validation import (  # noqa: F401 - SpecErrors and each_error are the spec's public names too
+    Collect,
+    SpecError,
+    SpecErrors,
+    build,
+    describe_fields,
+    each_error,
+    raise_all,
+    section_of,
+)
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 TRAINING_MODES = ("auto", "vectorized", "sequential")
@@ -199,7 +208,10 @@ class Spec:
             raise SpecError("spec", "must be a JSON object")
         # A flat spec from before components: the upgrade sees (and copies) only those sections.
         d = {**d, **spec_legacy.upgrade({k: v for k, v in d.items() if k in COMPONENT_SECTIONS}, strict=bounds)}
-        spec = build(cls, _shards_auto(d), bounds=bounds)
+        try:
+            spec = build(cls, _shards_auto(d), bounds=bounds)
+        except SpecError as e:
+            raise_all([_explain(one, d) for one in each_error(e)])
         spec._check_cross_fields(d)
         return spec
 
@@ -250,6 +262,23 @@ class Spec:
         return self.participation.clients_per_round
 
     def _check_cross_fields(self, raw: dict) -> None:
+        # Independent rules, each judged: a spec breaking two learns of both at once.
+        collect = Collect()
+        for check in (
+            self._check_participation,
+            lambda: self._check_server_optimizer(raw),
+            lambda: check_components(self),
+            lambda: _check_device(self.compute.device),
+            self._check_evaluation,
+            self._check_shards,
+            self._check_update_strategies,
+            self._check_client_algorithm,
+        ):
+            with collect:
+                check()
+        collect.done()
+
+    def _check_participation(self) -> None:
         n = self.data.num_clients
         p = self.participation
         if p.schedule is not None:
@@ -266,18 +295,14 @@ class Spec:
                     )
         elif p.clients_per_round > n:
             raise SpecError("participation.clients_per_round", f"must be <= data.num_clients ({n})")
+
+    def _check_server_optimizer(self, raw: dict) -> None:
         expected = registry.get("strategy", self.algorithm.name).traits["server_optimizer"]
         given = raw.get("algorithm", {}).get("server_optimizer") if isinstance(raw.get("algorithm"), dict) else None
         if given is not None and given != expected:
             raise SpecError("algorithm.server_optimizer", f"must be '{expected}' for {self.algorithm.name}")
         if self.algorithm.server_optimizer != expected:
             object.__setattr__(self, "algorithm", dataclasses.replace(self.algorithm, server_optimizer=expected))
-        check_components(self)
-        _check_device(self.compute.device)
-        self._check_evaluation()
-        self._check_shards()
-        self._check_update_strategies()
-        self._check_client_algorithm()
 
     def _check_evaluation(self) -> None:
         ev = self.evaluation
@@ -346,6 +371,21 @@ class Spec:
                 field,
                 f"{name} changes the averaged update, which {self.algorithm.name} never forms: pick another strategy",
             )
+
+
+def _explain(error: SpecError, raw: dict) -> SpecError:
+    """``error``, or a clearer one where a component of one kind was named where another kind goes:
+    a client algorithm (scaffold) given as the server strategy is told where client algorithms go."""
+    algorithm = raw.get("algorithm")
+    name = algorithm.get("name") if isinstance(algorithm, dict) else None
+    if error.field == "algorithm.name" and isinstance(name, str) and name in registry.names("algorithm"):
+        strategies = ", ".join(registry.names("strategy"))
+        return SpecError(
+            "algorithm.name",
+            f"{name[:40]!r} is a client algorithm, not a server strategy: set algorithm.client.name to "
+            f"{name[:40]!r} (what clients do) and algorithm.name to a server strategy ({strategies})",
+        )
+    return error
 
 
 def _shards_auto(d: dict) -> dict:
