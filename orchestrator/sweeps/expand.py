@@ -25,7 +25,7 @@ from orchestrator.experiments.launch import checked_spec, create_experiment
 from orchestrator.models import Sweep
 from orchestrator.sweeps.models import SEED_FIELD, SWEEP_MODES
 from workers.engine import registry, spec_legacy
-from workers.engine.spec import COMPONENT_PATHS, Spec, SpecError, spec_fields
+from workers.engine.spec import COMPONENT_PATHS, Spec, SpecError, each_error, spec_fields
 
 MAX_ERRORS = 5  # errors reported per field: enough to see the pattern, not a wall of text
 
@@ -117,7 +117,8 @@ def with_values(base: dict, point: dict) -> dict:
     """A copy of the spec dict ``base`` (upgraded to today's shape) with each field of ``point``
     set; a point that picks another component leaves out the options that component lacks."""
     # A new sweep, like a new experiment: an old key its component lacks is refused, not dropped.
-    spec = spec_legacy.upgrade(copy.deepcopy(base), strict=True)
+    # A server-side fedprox is judged with the point applied (its swept μ may make it FedProx).
+    spec = spec_legacy.upgrade(copy.deepcopy(base), strict=True, final=False)
     renamed = []
     # Component names first, so that an option axis lands on the component the point selects.
     for field, value in sorted(point.items(), key=lambda item: not item[0].endswith(".name")):
@@ -182,10 +183,11 @@ def expand(base: Any, axes: Any, *, mode: str = "grid", samples: int | None = No
     for point in points(axes, base, mode=mode, samples=samples, sample_seed=sample_seed):
         try:
             spec = checked_spec(with_values(base, point))
-        except SpecError as e:
-            messages = errors.setdefault(f"spec.{e.field}", [])
-            if len(messages) < MAX_ERRORS:
-                messages.append(f"point {describe(point)}: {e}")
+        except SpecError as error:
+            for e in each_error(error):  # every bad field of the point, not only its first
+                messages = errors.setdefault(f"spec.{e.field}", [])
+                if len(messages) < MAX_ERRORS:
+                    messages.append(f"point {describe(point)}: {e}")
             continue
         runs.append((point, spec))
     if errors:
