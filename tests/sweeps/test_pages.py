@@ -72,7 +72,8 @@ def test_it_names_the_field_of_each_form_error(alice, overrides, field, message)
 
 def test_it_prefills_the_form_from_a_preset_and_from_a_cloned_sweep(alice, user, enqueued):
     page = alice.get(reverse("sweep_new") + "?preset=fedprox-stragglers")
-    assert page.context["form"].initial["algorithm__name"] == "fedprox"  # in the component fields
+    initial = page.context["form"].initial  # in the component fields: FedProx is the client algorithm
+    assert initial["algorithm__client__name"] == "fedprox" and initial["algorithm__name"] == "fedavg"
     sweep = create_sweep(owner=user, name="mu", base=BASE, axes={"algorithm.mu": [0, 1], "seed": [4, 5]})
     initial = alice.get(reverse("sweep_new") + f"?clone={sweep.pk}").context["form"].initial
     assert initial["axes"] == "algorithm.mu: [0, 1]" and initial["seeds"] == "4, 5"
@@ -83,7 +84,7 @@ def test_it_prefills_the_form_from_a_preset_and_from_a_cloned_sweep(alice, user,
 def test_it_creates_a_sweep_from_the_new_experiment_form_s_component_fields(alice, enqueued):
     fields = form_data(
         rounds="4",
-        algorithm__name="fedprox",
+        algorithm__client__name="fedprox",
         model__name="mlp",
         model__options__mlp__hidden="16",
         model__options__vgg__width="0",

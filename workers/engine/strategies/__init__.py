@@ -21,7 +21,6 @@ from workers.engine.strategies.aggregate import accumulate_, divide_by_total_, w
 # In the order the form lists them (each module registers its strategy on import).
 from workers.engine.strategies.fedavg import FedAvg  # isort: skip
 from workers.engine.strategies.fedavgm import FedAvgM  # isort: skip
-from workers.engine.strategies.fedprox import FedProx  # isort: skip
 from workers.engine.strategies.fedadam import FedAdam  # isort: skip
 from workers.engine.strategies.fedyogi import FedYogi  # isort: skip
 from workers.engine.strategies.fedadagrad import FedAdagrad  # isort: skip
@@ -35,7 +34,6 @@ __all__ = [
     "FedAdam",
     "FedAvg",
     "FedAvgM",
-    "FedProx",
     "FedYogi",
     "Strategy",
     "accumulate_",
