@@ -229,20 +229,35 @@ def x_formulas() -> dict:
 def dashboard_charts(rounds: list[dict], spec: dict | None = None) -> dict:
     """What the dashboard and the report need to draw and extend their charts (the
     ``charts-data`` script): each chart's figure, and the progress the ETA is computed from.
-    With the run's ``spec``, the per-client and privacy charts it will fill are there from round 0."""
+    With the run's ``spec``, the per-client and privacy charts it will fill are there from round 0.
+    Without one (an external run: a script reports what it measured, often no memory or bytes), a
+    chart none of whose values the run reported is ``hidden`` instead of an empty frame; the page
+    shows it once a round brings one (``static/js/charts.js``) and names the others meanwhile."""
     charts = _charts_for(rounds, spec)
-    panels = [{"id": f"chart-{c.id}", "title": c.title, "memory": c.id == "memory"} for c in charts]
     figures = {f"chart-{c.id}": dashboard_figure(c, rounds) for c in charts}
+    panels = [
+        {
+            "id": f"chart-{c.id}",
+            "title": c.title,
+            "memory": c.id == "memory",
+            "hidden": spec is None and not any(t["x"] for t in figures[f"chart-{c.id}"]["data"]),
+        }
+        for c in charts
+    ]
     participation = participation_figure(rounds)
     if participation is not None:
-        panels.append({"id": "chart-participation", "title": "Participation per client", "memory": False})
+        panels.append(
+            {"id": "chart-participation", "title": "Participation per client", "memory": False, "hidden": False}
+        )
         figures["chart-participation"] = participation
     return {
         "panels": panels,
+        "unreported": [p["title"] for p in panels if p["hidden"]],
         "figures": figures,
         "last_round": rounds[-1]["round"] if rounds else 0,
         "rounds": len(rounds),
         "round_seconds": sum(r["round_seconds"] or 0.0 for r in rounds),
+        "timed_rounds": sum(1 for r in rounds if r.get("round_seconds") is not None),
         "x_axes": {"": x_axes(rounds)},
         "x_formulas": x_formulas(),
     }

@@ -14,7 +14,7 @@ from orchestrator.experiments.leak import leak_warnings
 from orchestrator.experiments.public import host_names, redact, redact_events
 from orchestrator.experiments.rounds import rounds_of, table_columns, table_rows
 from orchestrator.experiments.summaries import cells, summarize
-from orchestrator.models import Experiment
+from orchestrator.models import Experiment, Kind
 from orchestrator.web.charts import dashboard_charts
 
 
@@ -31,7 +31,7 @@ def render_report(experiment: Experiment, *, public: bool = False) -> str:
     hosts = host_names(experiment) if public else []
     ctx = {
         "experiment": experiment,
-        "charts": dashboard_charts(rounds, experiment.spec),
+        "charts": dashboard_charts(rounds, None if experiment.kind == Kind.EXTERNAL else experiment.spec),
         "last_rounds": table_rows(rounds),
         "table_columns": table_columns(),
         # The dashboard's summary block: the run summaries the round fields declare.

@@ -218,6 +218,23 @@
         }
       }
       renderAll();
+      reveal();
+    }
+
+    // A chart the run had reported nothing for is hidden (orchestrator/web/charts.py): it shows with
+    // its first point, and the note naming the charts still empty follows.
+    function reveal() {
+      for (const [id, fig] of Object.entries(base)) {
+        const panel = $(id) && $(id).closest(".chart-panel");
+        if (!panel || !panel.hidden || !fig.data.some((t) => t.x.length)) continue;
+        panel.hidden = false;
+        if (window.Plotly) Plotly.Plots.resize($(id));
+      }
+      const note = $("charts-unreported");
+      if (!note) return;
+      const empty = [...document.querySelectorAll(".chart-panel[hidden]")].map((p) => p.dataset.title);
+      note.hidden = !empty.length;
+      note.querySelector("span").textContent = empty.join(", ");
     }
 
     function download(id, format) {
