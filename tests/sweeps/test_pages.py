@@ -150,3 +150,14 @@ def test_it_groups_compared_runs_by_the_fields_that_differ(alice, user, enqueued
     assert "0.6100 ± 0.0141" in page.content.decode()
     ungrouped = alice.get(reverse("experiment_compare") + f"?ids={ids}")
     assert "groups" not in ungrouped.context and 'id="group-runs"' in ungrouped.content.decode()
+
+
+def test_it_asks_before_cancelling_every_run_of_a_sweep(alice, user, enqueued):
+    sweep = create_sweep(owner=user, name="mu", base=BASE, axes={"algorithm.mu": [0, 1]})
+
+    asked = alice.post(reverse("sweep_cancel", args=[sweep.pk]))
+
+    assert asked.status_code == 200 and b"Its 2 unfinished runs stop" in asked.content
+    assert set(sweep.experiments.values_list("status", flat=True)) == {"queued"}
+    alice.post(reverse("sweep_cancel", args=[sweep.pk]), {"confirm": "yes"})
+    assert set(sweep.experiments.values_list("status", flat=True)) == {"cancelled"}

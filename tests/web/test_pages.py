@@ -177,7 +177,10 @@ def test_it_pauses_resumes_and_cancels(alice_client, user, enqueued):
     assert Experiment.objects.get().status == "paused"
     alice_client.post(f"/experiments/{experiment.pk}/resume/")
     assert Experiment.objects.get().status == "queued"
-    alice_client.post(f"/experiments/{experiment.pk}/cancel/")
+    asked = alice_client.post(f"/experiments/{experiment.pk}/cancel/")  # cannot be undone: the page asks first
+    assert asked.status_code == 200 and b"Yes, cancel it" in asked.content and b"Keep it running" in asked.content
+    assert Experiment.objects.get().status == "queued"
+    alice_client.post(f"/experiments/{experiment.pk}/cancel/", {"confirm": "yes"})
     assert Experiment.objects.get().status == "cancelled"
     response = alice_client.post(f"/experiments/{experiment.pk}/pause/", follow=True)
     assert "Could not pause an experiment that is cancelled" in response.content.decode()

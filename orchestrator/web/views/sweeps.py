@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 from fedweb.inputs import parse_int
 from orchestrator.experiments import access
 from orchestrator.experiments.summaries import summarize
-from orchestrator.models import RoundMetric
+from orchestrator.models import FINISHED, RoundMetric
 from orchestrator.sweeps.charts import NO_TARGET_TEXT, band_figure, parallel_figure
 from orchestrator.sweeps.expand import create_sweep
 from orchestrator.sweeps.models import SEED_FIELD
@@ -111,6 +111,11 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def sweep_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     sweep = access.get_sweep_for_user(request.user, pk, control=True)
+    if request.POST.get("confirm") != "yes":  # it cannot be undone: ask first
+        runs = sweep.experiments.exclude(status__in=FINISHED).count()
+        context = {"target": sweep, "runs": runs, "action": reverse("sweep_cancel", args=[pk]),
+                   "back": reverse("sweep_detail", args=[pk])}  # fmt: skip
+        return render(request, "orchestrator/cancel_confirm.html", context)
     cancelled = sweep.cancel(by=request.user.username)
     messages.info(request, f"Cancelled {cancelled} run{'s' if cancelled != 1 else ''} of the sweep.")
     return redirect("sweep_detail", pk)
