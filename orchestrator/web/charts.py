@@ -46,6 +46,7 @@ class Chart:
     y_range: tuple[float, float] | None = None
     barmode: str = ""
     optional: str = ""  # drawn only for runs that record this field (or whose spec plans it)
+    note: str = ""  # what its traces are, under it
 
 
 def _chart(frame: round_fields.Chart) -> Chart:
@@ -55,7 +56,7 @@ def _chart(frame: round_fields.Chart) -> Chart:
         for f, p in round_fields.plots_of(frame.id)
     )
     return Chart(frame.id, frame.title, frame.y_title, traces, frame.compare_title, frame.y2_title, frame.y_range,
-                 frame.barmode, frame.optional)  # fmt: skip
+                 frame.barmode, frame.optional, frame.note)  # fmt: skip
 
 
 _ALL = tuple(_chart(c) for c in round_fields.charts())
@@ -240,6 +241,7 @@ def dashboard_charts(rounds: list[dict], spec: dict | None = None) -> dict:
             "id": f"chart-{c.id}",
             "title": c.title,
             "memory": c.id == "memory",
+            "note": c.note,
             "hidden": spec is None and not any(t["x"] for t in figures[f"chart-{c.id}"]["data"]),
         }
         for c in charts
@@ -272,7 +274,7 @@ def compare_charts(series: list[dict]) -> dict:
                "color": PALETTE[i % len(PALETTE)], "dash": CSS_DASH[DASHES[i % len(DASHES)]]} for i, s in enumerate(series)]  # fmt: skip
     return {
         "legend": legend,
-        "panels": [{"id": f"cmp-{c.id}", "title": c.compare_title} for c in charts],
+        "panels": [{"id": f"cmp-{c.id}", "title": c.compare_title, "note": ""} for c in charts],
         "figures": {f"cmp-{c.id}": compare_figure(c, series) for c in charts},
         "x_axes": {str(s["id"]): x_axes(s["rounds"]) for s in series},
         "x_formulas": x_formulas(),

@@ -14,6 +14,8 @@ from django.core.cache import cache
 
 from orchestrator.experiments.limits import check_new_spec, server_limits
 from workers.engine import registry
+from workers.engine.algorithms import build_algorithm
+from workers.engine.algorithms.base import extra_bytes
 from workers.engine.capacity import LIMIT_SETTINGS, model_layout
 from workers.engine.codecs import make_codec
 from workers.engine.data import partition_summary
@@ -49,8 +51,13 @@ def bandwidth_estimate(spec: Spec) -> dict:
     layout = list(model_layout(spec))
     params = sum(layout)
     c = spec.communication
-    down = make_codec(c.downlink.name, layout, c.downlink.options).payload_bytes()
-    up = make_codec(c.uplink.name, layout, c.uplink.options).payload_bytes()
+    model_down = make_codec(c.downlink.name, layout, c.downlink.options).payload_bytes()
+    model_up = make_codec(c.uplink.name, layout, c.uplink.options).payload_bytes()
+    client = spec.algorithm.client
+    # What the client algorithm sends beside them travels as fp32 whatever the codecs (rounds count it so).
+    algorithm = build_algorithm(client.name, client.options, num_params=params, device="meta", lr=spec.local.lr)
+    extra_down, extra_up = extra_bytes(algorithm)
+    down, up = model_down + extra_down, model_up + extra_up
     clients = [spec.cohort_size(r) for r in range(1, spec.rounds + 1)]
     total_clients = sum(clients)
     return {
@@ -61,6 +68,11 @@ def bandwidth_estimate(spec: Spec) -> dict:
         "client_rounds": total_clients,
         "down_per_client": down,
         "up_per_client": up,
+        "model_down_per_client": model_down,
+        "model_up_per_client": model_up,
+        "extra_down_per_client": extra_down,
+        "extra_up_per_client": extra_up,
+        "client_algorithm": client.name,
         "down_total": down * total_clients,
         "up_total": up * total_clients,
         "total": (down + up) * total_clients,

@@ -15,12 +15,14 @@
   const $ = (id) => document.getElementById(id);
 
   // A round's number by a formula the server sends as data (workers/engine/round_fields.py
-  // Formula: the sum of `keys`, null if one is missing, divided by `per` (null unless > 0), times
-  // `scale`); the one evaluator of those formulas in the pages. `cumulative` is the caller's.
+  // Formula: the sum of `keys`, null if one is missing, less the sum of `minus` (a missing one is 0),
+  // null for a 0 when `nonzero`, divided by `per` (null unless > 0), times `scale`); the one
+  // evaluator of those formulas in the pages. `cumulative` is the caller's.
   function value(formula, m) {
     const vs = formula.keys.map((k) => m[k]);
     if (vs.some((v) => v === null || v === undefined)) return null;
-    let total = vs.reduce((a, b) => a + b, 0);
+    let total = vs.reduce((a, b) => a + b, 0) - (formula.minus || []).reduce((a, k) => a + (m[k] || 0), 0);
+    if (formula.nonzero && total === 0) return null;
     if (formula.per) {
       if (!(m[formula.per] > 0)) return null;
       total /= m[formula.per];

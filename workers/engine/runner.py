@@ -244,6 +244,8 @@ class Simulation(SimulationState):
             test_accuracy=test_acc,
             bytes_down=bytes_down + extra_down * len(cohort.clients),
             bytes_up=(self.uplink.payload_bytes() + extra_up) * completed,
+            bytes_extra_down=extra_down * len(cohort.clients),
+            bytes_extra_up=extra_up * completed,
             bytes_formula=fp32_bytes_formula(self.num_params, len(cohort.clients)),
             round_seconds=time.perf_counter() - t0,
             train_seconds=train_seconds,
