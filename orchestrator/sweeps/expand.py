@@ -26,6 +26,7 @@ from orchestrator.models import Sweep
 from orchestrator.sweeps.models import SEED_FIELD, SWEEP_MODES
 from workers.engine import registry, spec_legacy
 from workers.engine.spec import COMPONENT_PATHS, Spec, SpecError, each_error, spec_fields
+from workers.engine.spec_components import short_name
 
 MAX_ERRORS = 5  # errors reported per field: enough to see the pattern, not a wall of text
 
@@ -169,7 +170,7 @@ def _put(spec: dict, dotted: str, value) -> None:
 
 def describe(point: dict) -> str:
     """``mu=0.01 seed=1``: a point as its runs are named."""
-    return " ".join(f"{field.rsplit('.', 1)[-1]}={json.dumps(value)}" for field, value in point.items())
+    return " ".join(f"{short_name(field)}={json.dumps(value)}" for field, value in point.items())
 
 
 def expand(base: Any, axes: Any, *, mode: str = "grid", samples: int | None = None, sample_seed: int = 0):

@@ -8,9 +8,10 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from orchestrator.experiments.specs import flatten
+from orchestrator.experiments.specs import flatten, shown_spec
 from orchestrator.experiments.summaries import METRICS, summarize
 from orchestrator.sweeps.models import SEED_FIELD
+from workers.engine.spec_components import short_name
 from workers.engine.spec_legacy import legacy_field
 
 # The table's metrics (``METRICS``) are the run summaries the round fields declare
@@ -74,14 +75,14 @@ def run_labels(experiments: list) -> list[str]:
     otherwise list every field one of them lacks (``lr=null ...``). A run whose label would not
     tell it apart (identical specs), or would take more than ``MAX_LABEL_FIELDS`` fields, is
     labelled ``name #id``."""
-    specs = [e.spec for e in experiments]
+    specs = [shown_spec(e) for e in experiments]
     flat = [flatten(s) for s in specs]
     fields = [f for f in differing_fields(specs) if all(run.get(f) is not None for run in flat)]
     if len({json.dumps(f.get(SEED_FIELD)) for f in flat}) > 1 and all(f.get(SEED_FIELD) is not None for f in flat):
         fields.append(SEED_FIELD)
     if len(fields) > MAX_LABEL_FIELDS:
         fields = []
-    lasts = [f.rsplit(".", 1)[-1] for f in fields]
+    lasts = [short_name(f) for f in fields]
     names = [
         last if lasts.count(last) == 1 else ".".join(f.rsplit(".", 2)[-2:])
         for f, last in zip(fields, lasts, strict=True)
@@ -108,7 +109,7 @@ def group(experiments: list, rounds_by_id: dict[int, list[dict]], fields: list[s
         config = configs[key]
         row = {
             "config": config,
-            "label": " ".join(f"{f.rsplit('.', 1)[-1]}={json.dumps(v)}" for f, v in config.items()) or "all runs",
+            "label": " ".join(f"{short_name(f)}={json.dumps(v)}" for f, v in config.items()) or "all runs",
             "runs": runs,
             "seeds": [e.spec.get(SEED_FIELD) for e in runs],
             "finished": sum(1 for e in runs if e.is_finished),

@@ -22,6 +22,7 @@ from orchestrator.experiments.launch import checked_spec, create_experiment
 from orchestrator.models import Experiment
 from orchestrator.web.owned_forms import OwnedForm
 from workers.engine.spec import COMPONENT_PATHS, SECTIONS, Spec, SpecError, each_error, option_key, spec_fields
+from workers.engine.spec_components import COMPONENT_LABELS
 
 # Derived from the algorithm; showing it would only let the two disagree.
 HIDDEN_SPEC_FIELDS = {"algorithm.server_optimizer"}
@@ -37,7 +38,7 @@ def spec_field(dotted: str, meta: dict) -> forms.Field:
     kind, default, help_text = meta["type"], meta["default"], meta["help"]
     shown_default = "none" if default is None else json.dumps(default)
     common = {
-        "label": dotted.split(".")[-1].replace("_", " "),
+        "label": _label(dotted),
         "help_text": f"{help_text} Default: {shown_default}.",
         "error_messages": {"required": f"{dotted} is required"},
     }
@@ -67,6 +68,19 @@ def spec_field(dotted: str, meta: dict) -> forms.Field:
     if kind == "float":
         return forms.FloatField(widget=forms.NumberInput(attrs={"step": "any", **attrs}), **common)
     return forms.CharField(required=meta["nullable"] is False and default is not None, **common)
+
+
+def _label(dotted: str) -> str:
+    """The input's label: what a component choice selects (Server strategy, Uplink codec), a link
+    codec's option with its link (uplink ratio), any other field by its name."""
+    path, _, last = dotted.rpartition(".")
+    if last == "name" and path in COMPONENT_LABELS:
+        return COMPONENT_LABELS[path][0]
+    link = next(
+        (p for p in ("communication.uplink", "communication.downlink") if dotted.startswith(p + ".options.")), None
+    )
+    name = last.replace("_", " ")
+    return f"{COMPONENT_LABELS[link][1]} {name}" if link else name
 
 
 # Fields whose largest accepted value depends on other fields (the engine's bound is only the outer one).

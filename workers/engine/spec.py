@@ -34,18 +34,10 @@ from workers.engine.spec_components import (  # noqa: F401 - the spec's public n
     ModelSpec,
     UplinkSpec,
     check_components,
+    explain_component_error,
     option_key,
 )
-from workers.engine.validation import (  # noqa: F401 - SpecErrors and each_error are the spec's public names too
-    Collect,
-    SpecError,
-    SpecErrors,
-    build,
-    describe_fields,
-    each_error,
-    raise_all,
-    section_of,
-)
+from workers.engine.validation import Collect, SpecError, build, describe_fields, each_error, raise_all, section_of
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 TRAINING_MODES = ("auto", "vectorized", "sequential")
@@ -211,7 +203,7 @@ class Spec:
         try:
             spec = build(cls, _shards_auto(d), bounds=bounds)
         except SpecError as e:
-            raise_all([_explain(one, d) for one in each_error(e)])
+            raise_all([explain_component_error(one, d) for one in each_error(e)])
         spec._check_cross_fields(d)
         return spec
 
@@ -371,21 +363,6 @@ class Spec:
                 field,
                 f"{name} changes the averaged update, which {self.algorithm.name} never forms: pick another strategy",
             )
-
-
-def _explain(error: SpecError, raw: dict) -> SpecError:
-    """``error``, or a clearer one where a component of one kind was named where another kind goes:
-    a client algorithm (scaffold) given as the server strategy is told where client algorithms go."""
-    algorithm = raw.get("algorithm")
-    name = algorithm.get("name") if isinstance(algorithm, dict) else None
-    if error.field == "algorithm.name" and isinstance(name, str) and name in registry.names("algorithm"):
-        strategies = ", ".join(registry.names("strategy"))
-        return SpecError(
-            "algorithm.name",
-            f"{name[:40]!r} is a client algorithm, not a server strategy: set algorithm.client.name to "
-            f"{name[:40]!r} (what clients do) and algorithm.name to a server strategy ({strategies})",
-        )
-    return error
 
 
 def _shards_auto(d: dict) -> dict:

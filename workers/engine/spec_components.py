@@ -31,6 +31,27 @@ COMPONENT_PATHS = {
     "communication.downlink": "codec",
 }
 
+# What each component choice is called where a person reads it: the form's label and the short
+# name of legends and run names ("client=scaffold"). Two selects both labelled "Name" (the server's
+# and the clients' algorithm; the uplink's and the downlink's codec) said nothing about which is which.
+COMPONENT_LABELS = {
+    "model": ("Model", "model"),
+    "data": ("Dataset", "dataset"),
+    "algorithm": ("Server strategy", "strategy"),
+    "algorithm.client": ("Client algorithm", "client"),
+    "communication.uplink": ("Uplink codec", "uplink"),
+    "communication.downlink": ("Downlink codec", "downlink"),
+}
+
+
+def short_name(dotted: str) -> str:
+    """A field as legends and run names call it: a component's name by what it selects
+    (``algorithm.client.name`` -> ``client``), any other field by its last part (``mu``)."""
+    path, _, last = dotted.rpartition(".")
+    if last == "name" and path in COMPONENT_LABELS:
+        return COMPONENT_LABELS[path][1]
+    return last
+
 
 def _options(kind: str):
     """The ``options`` field of a component section: validated against the selected component's
@@ -198,3 +219,18 @@ def _dig(d: Any, dotted: str) -> Any:
             return None
         d = d.get(part)
     return d
+
+
+def explain_component_error(error: SpecError, raw: dict) -> SpecError:
+    """``error``, or a clearer one where a component of one kind was named where another kind goes:
+    a client algorithm (scaffold) given as the server strategy is told where client algorithms go."""
+    algorithm = raw.get("algorithm")
+    name = algorithm.get("name") if isinstance(algorithm, dict) else None
+    if error.field == "algorithm.name" and isinstance(name, str) and name in registry.names("algorithm"):
+        strategies = ", ".join(registry.names("strategy"))
+        return SpecError(
+            "algorithm.name",
+            f"{name[:40]!r} is a client algorithm, not a server strategy: set algorithm.client.name to "
+            f"{name[:40]!r} (what clients do) and algorithm.name to a server strategy ({strategies})",
+        )
+    return error

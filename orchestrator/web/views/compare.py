@@ -10,7 +10,7 @@ from django.shortcuts import render
 
 from orchestrator.experiments.access import get_experiment_for_user
 from orchestrator.experiments.rounds import rounds_of
-from orchestrator.experiments.specs import flatten
+from orchestrator.experiments.specs import flatten, shown_spec
 from orchestrator.experiments.summaries import METRICS, cells, summarize
 from orchestrator.sweeps.charts import grouped_charts
 from orchestrator.sweeps.stats import METRICS as GROUP_METRICS
@@ -36,12 +36,13 @@ def experiment_compare(request: HttpRequest) -> HttpResponse:
         {"id": e.pk, "name": e.name, "label": label, "rounds": rounds_of(e)}
         for e, label in zip(experiments, labels, strict=True)
     ]
-    ctx = {"experiments": experiments, "series": series, "differences": spec_differences([e.spec for e in experiments])}
+    specs = [shown_spec(e) for e in experiments]
+    ctx = {"experiments": experiments, "series": series, "differences": spec_differences(specs)}
     ctx["charts"] = compare_charts(series)
     ctx["metrics"] = METRICS
     ctx["rows"] = [(e, cells(summarize(s["rounds"]))) for e, s in zip(experiments, series, strict=True)]
     if request.GET.get("group"):  # runs that differ only by seed pool into one row: mean ± std
-        fields = differing_fields([e.spec for e in experiments])
+        fields = differing_fields(specs)
         ctx.update(group_fields=fields, group_metrics=GROUP_METRICS)
         rounds_by_id = {s["id"]: s["rounds"] for s in series}
         ctx["groups"] = group(experiments, rounds_by_id, fields)
