@@ -165,6 +165,7 @@ class ShownField(NamedTuple):
     field: forms.BoundField
     applies_when: str  # JSON rule, "" when the field always applies
     wide: bool
+    applied_default: str = ""  # the value the page fills in when the rule starts to hold (the engine's too)
 
 
 def spec_initial(spec: dict) -> dict:
@@ -214,6 +215,7 @@ class ExperimentForm(OwnedForm):
             if dotted not in HIDDEN_SPEC_FIELDS:
                 self.fields[form_name(dotted)] = spec_field(dotted, meta)
         self.spec: Spec | None = None
+        self.engine_errors: list[SpecError] = []  # the engine's own, with the fields each rule ties
 
     def clean(self):
         cleaned = super().clean()  # name, tags, team and visibility (OwnedForm)
@@ -225,6 +227,7 @@ class ExperimentForm(OwnedForm):
         try:
             spec_object = checked_spec(spec)
         except SpecError as e:
+            self.engine_errors = each_error(e)
             self.add_spec_errors(e, spec)
         else:
             if not self.errors:
@@ -296,7 +299,13 @@ class ExperimentForm(OwnedForm):
 
     def _shown(self, name: str) -> ShownField:
         dotted = name.replace("__", ".")
-        return ShownField(self[name], applies_when_attr(dotted), wide=dotted == "participation.schedule")
+        applied = spec_fields()[dotted].get("applied_default")
+        return ShownField(
+            self[name],
+            applies_when_attr(dotted),
+            wide=dotted == "participation.schedule",
+            applied_default="" if applied is None else json.dumps(applied),
+        )
 
     def spec_errors(self) -> dict[str, list[str]]:
         """Errors keyed by dotted spec name ("__all__" for the rest), for the preview endpoints."""

@@ -33,6 +33,7 @@ from workers.engine.spec_components import (  # noqa: F401 - the spec's public n
     DownlinkSpec,
     ModelSpec,
     UplinkSpec,
+    applied_defaults,
     check_components,
     explain_component_error,
     option_key,
@@ -201,7 +202,7 @@ class Spec:
         # A flat spec from before components: the upgrade sees (and copies) only those sections.
         d = {**d, **spec_legacy.upgrade({k: v for k, v in d.items() if k in COMPONENT_SECTIONS}, strict=bounds)}
         try:
-            spec = build(cls, _shards_auto(d), bounds=bounds)
+            spec = build(cls, applied_defaults(_shards_auto(d), SECTIONS), bounds=bounds)
         except SpecError as e:
             raise_all([explain_component_error(one, d) for one in each_error(e)])
         spec._check_cross_fields(d)
@@ -302,9 +303,14 @@ class Spec:
             raise SpecError(
                 "data.client_test_fraction",
                 f"must be > 0 for evaluation.clients '{ev.clients}' (clients need test data)",
+                related=("evaluation.clients",),
             )
         if ev.clients == "cohort" and ev.cohort_size > self.data.num_clients:
-            raise SpecError("evaluation.cohort_size", f"must be <= data.num_clients ({self.data.num_clients})")
+            raise SpecError(
+                "evaluation.cohort_size",
+                f"must be <= data.num_clients ({self.data.num_clients})",
+                related=("evaluation.clients",),
+            )
         p = self.privacy
         if p.mechanism == "gaussian" and p.adaptive_clip and p.noise_multiplier > 0:
             # Andrew et al.: the update's noise is what the count's noise leaves of z, so 2σ_b must exceed z.

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import workers.engine.registry as registry
-from workers.engine.fields import meta
+from workers.engine.fields import applies, meta
 from workers.engine.fields import spec_field as _f
 from workers.engine.validation import SpecError
 
@@ -95,6 +95,7 @@ class DataSpec:
         min=0,
         max=0.5,
         applies_when=CLIENT_EVALUATION,
+        applied_default=0.2,
     )
 
     def __post_init__(self):
@@ -180,6 +181,34 @@ COMPONENT_SECTIONS = {
     "algorithm": AlgorithmSpec,
     "communication": CommunicationSpec,
 }
+
+
+def applied_defaults(d: dict[str, Any], sections: dict[str, type]) -> dict[str, Any]:
+    """``d`` with the fields that have an ``applied_default`` filled in where the spec leaves them
+    out and their rule holds (``sections``: the spec's section classes by name, for the rule's
+    choices' defaults): per-client evaluation needs a client test split, and 0 (the default while
+    it does not apply) would only be refused. The form does the same as the rule starts to hold."""
+    out = d
+    for path, cls in sections.items():
+        section = d.get(path, {})
+        if not isinstance(section, dict):
+            continue  # validation names it
+        for f in dataclasses.fields(cls):
+            value, rule = f.metadata.get("applied_default"), f.metadata.get("applies_when")
+            if value is not None and f.name not in section and applies(rule, _choices(d, rule, sections)):
+                out = {**out, path: {**out.get(path, {}), f.name: value}}
+    return out
+
+
+def _choices(d: dict, rule: list[dict], sections: dict[str, type]) -> dict[str, Any]:
+    # The values of the choice fields a rule names, as the raw spec holds them (their defaults otherwise).
+    values = {}
+    for name in {n for alt in rule for n in alt}:
+        section, _, field_name = name.partition(".")
+        default = next(f.default for f in dataclasses.fields(sections[section]) if f.name == field_name)
+        raw = d.get(section)
+        values[name] = raw.get(field_name, default) if isinstance(raw, dict) else default
+    return values
 
 
 def check_components(spec: Any) -> None:

@@ -33,12 +33,14 @@ from workers.engine.fields import meta as field_meta
 
 
 class SpecError(ValueError):
-    """An invalid spec. ``field`` is the dotted path of the offending field."""
+    """An invalid spec. ``field`` is the dotted path of the offending field; ``related``, for a rule
+    between fields, the others it ties (changing any of them may resolve it)."""
 
-    def __init__(self, field: str, message: str):
+    def __init__(self, field: str, message: str, *, related: tuple[str, ...] = ()):
         super().__init__(f"{field} {message}")
         self.field = field
         self.message = message
+        self.related = related
 
 
 class SpecErrors(SpecError):
