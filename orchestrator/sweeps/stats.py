@@ -94,9 +94,16 @@ def run_labels(experiments: list) -> list[str]:
     ]
 
 
+def in_statistics(experiment) -> bool:
+    """Whether a run counts in mean ± std and the parallel coordinates: it completed. A run still
+    going (or stopped early) would pool its round 6 with another's round 40 ("Rounds 6 ± 6")."""
+    return experiment.status == "completed"
+
+
 def group(experiments: list, rounds_by_id: dict[int, list[dict]], fields: list[str]) -> list[dict]:
     """One row per configuration (the values of ``fields``), in first-seen order: its runs, the
-    seeds, how many finished, and mean ± std over the runs of every metric of ``METRICS``."""
+    seeds, how many finished, and mean ± std of every metric of ``METRICS`` over its completed runs
+    (``counted`` of them: a row with fewer says so)."""
     buckets: dict[str, list] = defaultdict(list)
     configs: dict[str, dict] = {}
     for e in experiments:
@@ -113,8 +120,9 @@ def group(experiments: list, rounds_by_id: dict[int, list[dict]], fields: list[s
             "runs": runs,
             "seeds": [e.spec.get(SEED_FIELD) for e in runs],
             "finished": sum(1 for e in runs if e.is_finished),
+            "counted": sum(1 for e in runs if in_statistics(e)),
         }
-        summaries = [summarize(rounds_by_id.get(e.pk, [])) for e in runs]
+        summaries = [summarize(rounds_by_id.get(e.pk, [])) for e in runs if in_statistics(e)]
         for m in METRICS:
             row[m.key] = mean_std([s[m.key] for s in summaries if s[m.key] is not None])
         rows.append(row)

@@ -20,7 +20,7 @@ from orchestrator.models import FINISHED, RoundMetric
 from orchestrator.sweeps.charts import NO_TARGET_TEXT, band_figure, parallel_figure
 from orchestrator.sweeps.expand import create_sweep
 from orchestrator.sweeps.models import SEED_FIELD
-from orchestrator.sweeps.stats import METRICS, band, group, value_at
+from orchestrator.sweeps.stats import METRICS, band, group, in_statistics, value_at
 from orchestrator.web.forms import spec_initial
 from orchestrator.web.sweep_forms import SweepForm, axes_text
 from workers.engine.presets import PRESETS
@@ -77,8 +77,9 @@ def sweep_context(sweep) -> dict:
         f"sweep-{field}": band_figure(title, y_title, [{"label": r["label"], **band(r["runs"], rounds, field)} for r in rows])
         for field, title, y_title in CURVES
     }  # fmt: skip
+    # Completed runs only, as the table's statistics: a running run's latest accuracy is not its final one.
     runs = [{"values": {f: value_at(e.spec, f) for f in sweep.config_fields},
-             "target": summarize(rounds[e.pk])["final_accuracy"]} for e in experiments]  # fmt: skip
+             "target": summarize(rounds[e.pk])["final_accuracy"]} for e in experiments if in_statistics(e)]  # fmt: skip
     parallel = parallel_figure(sweep.config_fields, runs) if sweep.config_fields else None
     if parallel is not None:
         figures["sweep-parallel"] = parallel
