@@ -9,6 +9,7 @@ import os
 
 from django.utils import timezone
 
+from orchestrator.experiments import disk
 from orchestrator.fleet import sharding
 from orchestrator.fleet.scheduling import release, schedule
 from orchestrator.live import events
@@ -107,13 +108,23 @@ def finish_round(experiment, round_number: int, metrics: dict, *, sharded: bool 
     events.publish_round(experiment.pk, {**metrics, "worker": experiment.worker})  # as RoundMetric.record has it
     if experiment.current_round >= experiment.total_rounds:
         runtime.forget(experiment.pk)
-        experiment.complete()
+        if experiment.complete():
+            _settle_disk(experiment)
         return None
     if experiment.status not in ACTIVE:
         runtime.forget(experiment.pk)  # paused or cancelled at this boundary: free the memory
         events.publish_status(experiment)
         return None
     return experiment
+
+
+def _settle_disk(experiment) -> None:
+    """A completed run keeps its results only (orchestrator.experiments.disk): nothing runs from it
+    again. A failure here (a file held open elsewhere) costs disk, never the run: ``manage.py disk``."""
+    try:
+        disk.settle(experiment)
+    except OSError:
+        log.warning("could not trim the files of experiment %s", experiment.pk, exc_info=True)
 
 
 def _lacks_plugins(experiment, round_number: int, worker: str) -> bool:

@@ -201,8 +201,10 @@ class Spec:
             raise SpecError("spec", "must be a JSON object")
         # A flat spec from before components: the upgrade sees (and copies) only those sections.
         d = {**d, **spec_legacy.upgrade({k: v for k, v in d.items() if k in COMPONENT_SECTIONS}, strict=bounds)}
+        d = _shards_auto(d)
+        d = {**d, **{k: {**d.get(k, {}), **v} for k, v in applied_defaults(d, SECTIONS).items()}}
         try:
-            spec = build(cls, applied_defaults(_shards_auto(d), SECTIONS), bounds=bounds)
+            spec = build(cls, d, bounds=bounds)
         except SpecError as e:
             raise_all([explain_component_error(one, d) for one in each_error(e)])
         spec._check_cross_fields(d)
@@ -257,16 +259,10 @@ class Spec:
     def _check_cross_fields(self, raw: dict) -> None:
         # Independent rules, each judged: a spec breaking two learns of both at once.
         collect = Collect()
-        for check in (
-            self._check_participation,
-            lambda: self._check_server_optimizer(raw),
-            lambda: check_components(self),
-            lambda: _check_device(self.compute.device),
-            self._check_evaluation,
-            self._check_shards,
-            self._check_update_strategies,
-            self._check_client_algorithm,
-        ):
+        checks = (self._check_participation, lambda: self._check_server_optimizer(raw), lambda: check_components(self),
+                  lambda: _check_device(self.compute.device), self._check_evaluation, self._check_shards,
+                  self._check_update_strategies, self._check_client_algorithm)  # fmt: skip
+        for check in checks:
             with collect:
                 check()
         collect.done()

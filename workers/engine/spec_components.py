@@ -183,12 +183,13 @@ COMPONENT_SECTIONS = {
 }
 
 
-def applied_defaults(d: dict[str, Any], sections: dict[str, type]) -> dict[str, Any]:
-    """``d`` with the fields that have an ``applied_default`` filled in where the spec leaves them
-    out and their rule holds (``sections``: the spec's section classes by name, for the rule's
-    choices' defaults): per-client evaluation needs a client test split, and 0 (the default while
-    it does not apply) would only be refused. The form does the same as the rule starts to hold."""
-    out = d
+def applied_defaults(d: dict[str, Any], sections: dict[str, type]) -> dict[str, dict[str, Any]]:
+    """``{section: {field: value}}`` for the fields that have an ``applied_default``, where the
+    spec ``d`` leaves them out and their rule holds (``sections``: the spec's section classes by
+    name, for the rule's choices' defaults): per-client evaluation needs a client test split, and 0
+    (the default while it does not apply) would only be refused. The form does the same as the rule
+    starts to hold."""
+    filled: dict[str, dict[str, Any]] = {}
     for path, cls in sections.items():
         section = d.get(path, {})
         if not isinstance(section, dict):
@@ -196,8 +197,8 @@ def applied_defaults(d: dict[str, Any], sections: dict[str, type]) -> dict[str, 
         for f in dataclasses.fields(cls):
             value, rule = f.metadata.get("applied_default"), f.metadata.get("applies_when")
             if value is not None and f.name not in section and applies(rule, _choices(d, rule, sections)):
-                out = {**out, path: {**out.get(path, {}), f.name: value}}
-    return out
+                filled.setdefault(path, {})[f.name] = value
+    return filled
 
 
 def _choices(d: dict, rule: list[dict], sections: dict[str, type]) -> dict[str, Any]:

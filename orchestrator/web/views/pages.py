@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 
 from fedweb.inputs import parse_int
-from orchestrator.experiments import access
+from orchestrator.experiments import access, disk
 from orchestrator.experiments.access import (
     experiments_visible_to,
     get_experiment_for_token,
@@ -149,6 +149,7 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str,
         "token_query": f"?token={token}" if token else "",
         "ws_url": ws_url,
         "leak_warnings": leak_warnings(rounds),
+        "disk": None if external else disk.usage(experiment.pk),
         "device": rounds[-1]["device"] if rounds else "",
         "page": {
             "id": experiment.pk,
