@@ -2,7 +2,8 @@
 plugins (``registry.installed_plugins()``: what routing matches experiments against), renews
 the leases of the rounds its processes are running, and re-sends rounds that were lost
 (``orchestrator.fleet.scheduling.reconcile``), so a dead worker's round restarts within
-``WORKER_LOST_AFTER`` seconds on any live worker.
+``WORKER_LOST_AFTER`` seconds on any live worker, and a round lost with a broker that restarted
+empty goes again within a beat (``workers.broker_watch``).
 
 Runs as a daemon thread in the worker's main process, started by Celery's ``worker_ready``
 signal. GPUs are read through NVML (workers.gpus), never ``torch.cuda``: initialising CUDA in the
@@ -26,6 +27,7 @@ from orchestrator.fleet import scheduling
 from orchestrator.fleet.queues import queue_states
 from orchestrator.live import events
 from orchestrator.models import Worker
+from workers import broker_watch
 from workers.engine.registry import installed_plugins
 from workers.gpus import gpu_devices
 
@@ -94,7 +96,8 @@ def beat(hostname: str, queues: str, slots: int = 1):
     events.publish_worker(worker)
     if _publishes_queues(hostname):
         queue_table.publish_if_changed(time.monotonic())  # the Workers page's queue table has no other event
-    scheduling.reconcile()  # and schedules every queue with ready rounds: a new worker starts work here
+    # After the broker restarted empty, the rounds it held go again now, not after the resend timeouts.
+    scheduling.reconcile(broker_since=broker_watch.restarted_since(hostname))
     return worker
 
 

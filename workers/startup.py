@@ -6,12 +6,14 @@ web process and the Celery app itself never import worker code. Importing it:
 
 - connects the heartbeat and the worker's metrics endpoint to Celery's ``worker_ready`` signal
   (``workers.heartbeat``, ``workers.metrics``);
+- makes the consumer retry a lost broker every second or two (``workers.broker_retry``);
 - imports the user's plugins (``FEDWEB_PLUGINS``) once, so the pool's children inherit them. A
   module that fails to import stops the worker at start-up, naming the module. This process forks
   the pool, so it must never initialise CUDA: a plugin that does so at import is refused.
 """
 
-from workers import heartbeat, metrics  # noqa: F401  (their signal handlers)
+from workers import broker_retry, heartbeat, metrics  # noqa: F401  (heartbeat, metrics: their signal handlers)
 from workers.engine.plugins import load_plugins
 
+broker_retry.install()  # a consumer whose broker went away tries it again every second or two
 load_plugins(forbid_cuda=True)

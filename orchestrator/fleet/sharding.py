@@ -158,9 +158,10 @@ def renew_leases(hostname: str, pids: list[int]) -> int:
     ).update(lease_expires=expires)
 
 
-def reconcile(now, idle_queues: set[str]) -> list[tuple[int, int, int]]:
+def reconcile(now, idle_queues: set[str], broker_since=None) -> list[tuple[int, int, int]]:
     """Send again the shards of in-flight rounds that no live process holds and that were lost: the
-    holder died, or the message waited unclaimed too long. Returns (experiment, round, shard) sent."""
+    holder died, the broker restarted empty after it was sent (``broker_since``), or the message
+    waited unclaimed too long. Returns (experiment, round, shard) sent."""
     sent = []
     rows = RoundShard.objects.filter(
         experiment__status__in=ACTIVE, round=models.F("experiment__current_round") + 1
@@ -171,18 +172,20 @@ def reconcile(now, idle_queues: set[str]) -> list[tuple[int, int, int]]:
     for shards in by_round.values():
         todo = [r for r in shards if not r.done] or shards[-1:]
         for row in todo:
-            if _lost(row, now, idle_queues) and _send(row.experiment, row, sent_at=row.dispatched_at):
+            if _lost(row, now, idle_queues, broker_since) and _send(row.experiment, row, sent_at=row.dispatched_at):
                 why = f"was held by {row.worker}, which stopped answering" if row.worker else "was not taken"
                 row.experiment.log("warning", f"Shard {row.index + 1} of round {row.round} {why}; sent it again")
                 sent.append((row.experiment_id, row.round, row.index))
     return sent
 
 
-def _lost(row: RoundShard, now, idle_queues: set[str]) -> bool:
+def _lost(row: RoundShard, now, idle_queues: set[str], broker_since=None) -> bool:
     if _held(row, now):
         return False
     if row.lease_expires is not None:
         return True  # claimed, and the holder's lease ran out
+    if broker_since is not None and row.dispatched_at is not None and row.dispatched_at < broker_since:
+        return True  # its message was in the broker that restarted empty
     waited = (now - row.dispatched_at).total_seconds() if row.dispatched_at else float("inf")
     if waited > settings.WORKER_LOST_AFTER and row.experiment.queue in idle_queues:
         return True
