@@ -8,7 +8,6 @@ summary block (from the rounds they already read).
 
 from __future__ import annotations
 
-import unicodedata
 from typing import NamedTuple
 
 from django.db.models import Count, F, Max, Min, OuterRef, Q, Subquery, Sum
@@ -29,12 +28,6 @@ class Metric(NamedTuple):
     unit: str = ""
     aggregate: str = "last"  # round_fields.AGGREGATES
     keys: tuple[str, ...] = ()
-
-    @property
-    def keeps_case(self) -> bool:
-        """Whether its heading must not be shown in capitals: the tables' uppercase style turns ε
-        into Ε, which reads as an E ("FINAL Ε")."""
-        return any("GREEK" in unicodedata.name(c, "") for c in self.label)
 
 
 # The metric columns of the list and compare tables, in order, as the round fields declare them

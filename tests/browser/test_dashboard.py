@@ -185,12 +185,12 @@ def test_it_overlays_two_experiments_on_the_compare_page(page, alice, daphne):
     a.refresh_from_db()
     b.refresh_from_db()
     # Each run by its short label (the fields that differ), the same in the page's one legend.
-    assert sorted(names) == sorted(run_labels([a, b])) and "name=fedavg" in " ".join(names)
+    assert sorted(names) == sorted(run_labels([a, b])) and "client=fedavg" in " ".join(names)
     legend = page.locator("#chart-legend .legend-item").all_inner_texts()
     assert sorted(t.strip() for t in legend) == sorted(run_labels([a, b]))
     assert sorted(len(x) for x in trace_xs(page, "cmp-accuracy")) == [4, 6]
     for chart in ("cmp-loss", "cmp-memory", "cmp-bandwidth"):
         assert page.locator(f"#{chart} .main-svg").count() > 0
-    assert "algorithm.name" in page.text_content("#differences")
+    assert "algorithm.client.name" in page.text_content("#differences")  # FedProx is the client algorithm
     assert round_result(1)["test_accuracy"] in page.evaluate("() => document.getElementById('cmp-accuracy').data[0].y")
     assert page.errors == []
