@@ -37,8 +37,14 @@ def describe(preset: str, spec) -> str:
     side = getattr(spec.data.options, "image_size", None)
     size = f"{side}×{side} " if side else ""
     epochs = "epoch" if spec.local.epochs == 1 else "epochs"
+    client = spec.algorithm.client
+    clients = (
+        ""
+        if client.name == "fedavg"
+        else f" with {client.name} clients" + (f" (μ = {spec.algorithm.mu:g})" if client.name == "fedprox" else "")
+    )
     return (
-        f"The '{preset}' preset scaled down: {spec.rounds} rounds of {spec.algorithm.name}, {size}{spec.data.name} "
+        f"The '{preset}' preset scaled down: {spec.rounds} rounds of {spec.algorithm.name}{clients}, {size}{spec.data.name} "
         f"over {spec.data.num_clients} clients ({cohort_text}), the {spec.model.name} model, "
         f"{spec.local.epochs} local {epochs}."
     )
