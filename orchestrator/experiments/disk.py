@@ -100,16 +100,20 @@ def _remove(path: Path) -> int:
     return size - size_of(path)
 
 
-def drop_checkpoints(experiment, keep: int) -> int:
-    """Delete all but the newest ``keep`` checkpoints (files, client snapshots and rows); bytes freed."""
+def drop_checkpoints(experiment, keep: int, *, unrecorded: bool = False) -> int:
+    """Delete all but the newest ``keep`` checkpoints (files, client snapshots and rows); with
+    ``unrecorded``, checkpoint files no row names too (an interrupted retention): only for a finished
+    run, as a running one's worker writes a checkpoint's file before its row. Bytes freed."""
     freed = 0
     for old in Checkpoint.objects.filter(experiment=experiment).order_by("-round")[keep:]:
         freed += _remove(Path(old.path)) + _remove(Path(old.path).with_name(f"{Path(old.path).stem}.clients"))
         old.delete()
+    if not unrecorded:
+        return freed
     folder = checkpoint_folder(experiment.pk)
     kept = set(Checkpoint.objects.filter(experiment=experiment).values_list("round", flat=True))
     for number, path in _numbered(folder, CHECKPOINT) + _numbered(folder, SNAPSHOT):
-        if number not in kept:  # a file whose row is gone (an interrupted retention)
+        if number not in kept:
             freed += _remove(path)
     return freed
 
@@ -137,7 +141,8 @@ def settle(experiment) -> int:
     if experiment.status not in FINISHED:
         freed = drop_states(experiment.pk, settings.FEDWEB_ROUND_STATES_KEEP)
         return freed + drop_checkpoints(experiment, settings.CHECKPOINT_KEEP)
-    freed = drop_checkpoints(experiment, settings.FEDWEB_FINISHED_CHECKPOINTS_KEEP) + _drop_leftovers(experiment.pk)
+    freed = drop_checkpoints(experiment, settings.FEDWEB_FINISHED_CHECKPOINTS_KEEP, unrecorded=True)
+    freed += _drop_leftovers(experiment.pk)
     newest = Checkpoint.objects.filter(experiment=experiment).order_by("-round").values_list("round", flat=True).first()
     # A completed run's last checkpoint is its final model; a stopped one's may be older than its last state.
     keep_state = 0 if experiment.status == Status.COMPLETED else 1

@@ -89,6 +89,7 @@ def test_the_prune_command_frees_what_it_reports(user, settings):
         _checkpoint(going, n, 100)
         _file(checkpoint_folder(going.pk) / f"state-{n:06d}.safetensors", 70)
     _file(checkpoint_folder(going.pk) / "client_state" / "scaffold.c_i", 500)
+    _file(checkpoint_folder(going.pk) / "round-000005.safetensors", 100)  # being written: its row comes next
     stopped = _made(user, "cancelled", "cancelled", 9)
     _checkpoint(stopped, 8, 100)
     for n in (8, 9):
@@ -109,6 +110,7 @@ def test_the_prune_command_frees_what_it_reports(user, settings):
     assert _states(going.pk) == ["state-000003.safetensors", "state-000004.safetensors"]
     assert list(Checkpoint.objects.filter(experiment=going).values_list("round", flat=True).order_by("round")) == [3, 4]
     assert (checkpoint_folder(going.pk) / "client_state" / "scaffold.c_i").exists()  # its next round needs it
+    assert (checkpoint_folder(going.pk) / "round-000005.safetensors").exists()
     assert _states(stopped.pk) == ["state-000009.safetensors"]  # newer than its last checkpoint: its last model
     assert not (root / "99999").exists()
     again = StringIO()
