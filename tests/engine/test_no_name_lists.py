@@ -92,7 +92,7 @@ def test_no_file_lists_two_registered_names_of_a_kind():
 
 def test_it_finds_a_tuple_of_strategy_names_and_dict_keys_of_codecs():
     names = _names()
-    assert python_findings('ADAPTIVE = ("fedavg", "fedadam")\n', names) == ["1: strategy names ['fedavg', 'fedadam']"]
+    assert python_findings('ADAPTIVE = ("fedavg", "fedadam")\n', names) == ["1: strategy names ['fedadam', 'fedavg']"]
     assert python_findings('IDS = {"fp32": 1, "topk": 4}\n', names) == ["1: codec names ['fp32', 'topk']"]
     assert python_findings('DEFAULT = {"model": "cnn", "other": "mlp"}\nONE = ["cnn"]\n', names) == []
     assert python_findings('PRECISIONS = ("fp32", "bf16", "fp16")\n', names) == []
