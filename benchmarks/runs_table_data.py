@@ -61,7 +61,8 @@ def generate(experiments: int, rounds: int, seed: int = 0) -> dict:
     from django.utils import timezone
 
     from accounts.models import Role, Team
-    from orchestrator.models import Experiment, RoundMetric
+    from orchestrator.experiments.models import Experiment
+    from orchestrator.experiments.records import RoundMetric
     from orchestrator.runs.run_summary import RunSummary, TargetStep, fold_all
 
     rng = random.Random(seed)

@@ -11,7 +11,8 @@ from typing import Any
 from django.db.models import F
 
 from benchmarks.search import CLIENTS, LRS  # read here, so a test can shrink them
-from orchestrator.models import ACTIVE, Experiment, LogEntry, RoundMetric
+from orchestrator.experiments.models import ACTIVE, Experiment
+from orchestrator.experiments.records import LogEntry, RoundMetric
 from orchestrator.sweeps import values
 from orchestrator.sweeps.create import create_sweep
 from orchestrator.sweeps.stats import value_at

@@ -36,6 +36,11 @@ SECRET_KEY = secret_key(FEDWEB_DATA_DIR / "secret_key")
 FEDWEB_QUEUES = env_list("FEDWEB_QUEUES", ["cpu", "gpu"])
 CHECKPOINT_EVERY = env_int("CHECKPOINT_EVERY", 10, min_value=1)
 CHECKPOINT_KEEP = env_int("CHECKPOINT_KEEP", 3, min_value=1)
+# Disk retention (orchestrator/storage/disk_use.py): round states a run that can go on keeps (the
+# newest two let the re-run of an unrecorded round load the one before; 1 makes that re-run replay
+# from the last checkpoint), and checkpoints a completed run keeps (the last is its final model).
+FEDWEB_ROUND_STATES_KEEP = env_int("FEDWEB_ROUND_STATES_KEEP", 2, min_value=1)
+FEDWEB_FINISHED_CHECKPOINTS_KEEP = env_int("FEDWEB_FINISHED_CHECKPOINTS_KEEP", 1, min_value=1)
 # Built federated datasets each worker process keeps for the next experiment on the same data
 # (fedweb_engine/data/cache.py), in bytes of tensors; least recently used evicted first.
 FEDWEB_DATA_CACHE_BYTES = env_bytes("FEDWEB_DATA_CACHE_BYTES", 2 * 10**9)

@@ -32,17 +32,29 @@ EXAMPLE_COMPONENTS = [
 
 
 class EmbeddedRedis:
+    """A redis-server of the test's own (no persistence: a restart starts empty, as a redeployed one)."""
+
     def __init__(self, workdir: Path):
         self.port = free_port()
+        self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.start()
+
+    def start(self) -> None:
+        """Start it on its port and wait until it answers."""
         self.proc = subprocess.Popen(
             [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(workdir)],
+             "--dir", str(self.workdir)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        self.url = f"redis://127.0.0.1:{self.port}/0"
         wait_for(lambda: redis_answers(self.url), 15, "embedded Redis")
+
+    def kill(self) -> None:
+        """SIGKILL it: a crash, every message it held gone."""
+        self.proc.kill()
+        self.proc.wait(10)
 
     def stop(self) -> None:
         self.proc.terminate()

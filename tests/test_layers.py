@@ -52,6 +52,7 @@ FOLDERS: dict[str, int] = {
     "orchestrator.experiments": DOMAIN,
     "orchestrator.sweeps": DOMAIN,
     "orchestrator.runs": DOMAIN,  # the runs table: its query language, vocabulary, saved views
+    "orchestrator.storage": DOMAIN,  # what a run keeps on disk, and retention
     "orchestrator.fleet": DOMAIN,
     "orchestrator.external": DOMAIN,
     "orchestrator.live": DOMAIN,  # the events the domain announces, and their one send

@@ -173,7 +173,9 @@ def _page_request(endpoint: Endpoint, world, role: str):
     data = {
         "experiment_sharing_revoke": {"action": "revoke_link"},
         "experiment_delete": {"confirm": "yes"},
+        "experiment_cancel": {"confirm": "yes"},
         "sweep_delete": {"confirm": "yes"},
+        "sweep_cancel": {"confirm": "yes"},
         "experiment_priority": {"priority": PRIORITY},
         "experiment_words": {"name": RENAMED},
     }.get(endpoint.id, {})

@@ -61,10 +61,6 @@ FACES: dict[str, tuple[set[str], str]] = {
         {"fedweb_engine/algorithms/fedavg.py", "fedweb_engine/strategies/fedavg.py"},
         "FedAvg's client side (a client algorithm) and server side (a strategy)",
     ),
-    "fedprox": (
-        {"fedweb_engine/algorithms/fedprox.py", "fedweb_engine/strategies/fedprox.py"},
-        "FedProx's client side (the proximal term) and the server strategy under its name",
-    ),
     "components": (
         {"fedweb_engine/components/", "fedweb_engine/spec/components.py"},
         "the components (registry, plugins, built-ins) and the part of a spec that names them",

@@ -2,8 +2,9 @@
 plugins (``registry.installed_plugins()``: what routing matches experiments against), renews
 the leases of the rounds its processes are running, re-sends rounds that were lost
 (``orchestrator.fleet.scheduling.reconcile``), so a dead worker's round restarts within
-``WORKER_LOST_AFTER`` seconds on any live worker, and marks external runs that went silent crashed
-(``orchestrator.external.liveness``; pages also check on read).
+``WORKER_LOST_AFTER`` seconds on any live worker, a round lost with a broker that restarted empty
+goes again within a beat (``workers.broker.watch``), and marks external runs that went silent
+crashed (``orchestrator.external.liveness``; pages also check on read).
 
 Runs as a daemon thread in the worker's main process, started by Celery's ``worker_ready``
 signal. GPUs are read through NVML (workers.gpus), never ``torch.cuda``: initialising CUDA in the
@@ -29,6 +30,7 @@ from orchestrator.fleet import gangs, scheduling
 from orchestrator.fleet.queues import queue_states
 from orchestrator.fleet.workers import Worker
 from orchestrator.live import events
+from workers.broker import watch as broker_watch
 from workers.gpus import gpu_devices
 
 log = logging.getLogger(__name__)
@@ -97,7 +99,8 @@ def beat(hostname: str, queues: str, slots: int = 1):
     events.publish_worker(worker)
     if _publishes_queues(hostname):
         queue_table.publish_if_changed(time.monotonic())  # the Workers page's queue table has no other event
-    scheduling.reconcile()  # and schedules every queue with ready rounds: a new worker starts work here
+    # After the broker restarted empty, the rounds it held go again now, not after the resend timeouts.
+    scheduling.reconcile(broker_since=broker_watch.restarted_since(hostname))
     liveness.mark_crashed()  # external runs gone silent, even while nobody opens a page
     return worker
 

@@ -17,6 +17,7 @@ from orchestrator.experiments.records import RoundMetric
 from orchestrator.fleet.scheduling import release, schedule
 from orchestrator.fleet.workers import Worker
 from orchestrator.live import events
+from orchestrator.storage import disk_use as disk
 from orchestrator.sweeps import search
 from workers import faults, runtime
 
@@ -130,7 +131,8 @@ def finish_round(experiment, round_number: int, metrics: dict):
     done = experiment.current_round >= experiment.total_rounds
     if done:
         runtime.forget(experiment.pk)
-        experiment.complete()
+        if experiment.complete():
+            _settle_disk(experiment)
     # A search decides at this boundary: it may hold the run at a rung (paused) for its other seeds.
     held = search.reported(experiment) if experiment.trial_id is not None else False
     if done:
@@ -141,6 +143,15 @@ def finish_round(experiment, round_number: int, metrics: dict):
         events.publish_status(experiment)
         return None
     return experiment
+
+
+def _settle_disk(experiment) -> None:
+    """A completed run keeps its results only (orchestrator.storage.disk_use): nothing runs from it
+    again. A failure here (a file held open elsewhere) costs disk, never the run: ``manage.py disk``."""
+    try:
+        disk.settle(experiment)
+    except OSError:
+        log.warning("could not trim the files of experiment %s", experiment.pk, exc_info=True)
 
 
 def _lacks_plugins(experiment, round_number: int, worker: str) -> bool:

@@ -10,9 +10,10 @@ checkpoint folder, which every worker reads (``FEDWEB_DATA_DIR``). Any worker th
 Ordering is what makes it safe:
 
 * state ``r`` is on disk before round ``r`` is recorded, so before round ``r + 1`` can be sent;
-* the newest two states are kept, so a crash after writing state ``r`` and before recording round
-  ``r`` leaves state ``r - 1`` for the re-run of round ``r`` (which writes state ``r`` again, alike:
-  the engine is deterministic given its state);
+* the newest ``FEDWEB_ROUND_STATES_KEEP`` states are kept (two by default), so a crash after writing
+  state ``r`` and before recording round ``r`` leaves state ``r - 1`` for the re-run of round ``r``
+  (which writes state ``r`` again, alike: the engine is deterministic given its state); with one,
+  that re-run replays from the newest checkpoint instead;
 * the write is atomic (a temporary name, then ``os.replace``) but not flushed with fsync: a killed
   worker leaves whole files (the page cache outlives the process) and only a power cut can tear
   one. A torn or missing state is not trusted: the worker falls back to the newest readable state
@@ -36,6 +37,7 @@ import re
 from pathlib import Path
 
 import torch
+from django.conf import settings
 
 from fedweb_engine.simulation.runner import Simulation
 from fedweb_engine.state.checkpoint import read_checkpoint, write_checkpoint
@@ -45,7 +47,6 @@ from orchestrator.experiments.records import checkpoint_folder
 
 log = logging.getLogger(__name__)
 
-KEEP = 2  # state r and r - 1: see the module's docstring
 _NAME = re.compile(r"^state-(\d{6,})\.safetensors$")
 
 
@@ -55,11 +56,11 @@ def state_path(experiment_id: int, round_number: int) -> Path:
 
 def publish(experiment_id: int, sim: Simulation) -> int:
     """Write the state ``sim`` is in (after round ``sim.round``) and drop states older than the
-    newest ``KEEP``; returns the file's size in bytes."""
+    newest ``FEDWEB_ROUND_STATES_KEEP``; returns the file's size in bytes."""
     tensors, meta = compact_state(sim)
     size = write_checkpoint(state_path(experiment_id, sim.round), tensors, meta, fsync=False)
     for round_number, path in _published(experiment_id):
-        if round_number <= sim.round - KEEP:
+        if round_number <= sim.round - settings.FEDWEB_ROUND_STATES_KEEP:
             path.unlink(missing_ok=True)
     return size
 

@@ -181,6 +181,15 @@ class ClientRound:
         self.reported.zero_()
 
 
+def extra_bytes(algorithm: ClientAlgorithm) -> tuple[int, int]:
+    """Bytes one client receives and sends beside the model and its update (SCAFFOLD's c and Δc_i),
+    as a round counts them: fp32 payloads, whatever the links' codecs (the engine does not encode
+    them). Sizes only: an algorithm built on the meta device allocates nothing."""
+    returned = {name: torch.empty(algorithm.num_params, device="meta") for name in algorithm.returns}
+    down = _travelling(algorithm, "broadcasts", algorithm.broadcasts, algorithm.server_state())
+    return down, _travelling(algorithm, "uploads", algorithm.uploads, returned)
+
+
 def _travelling(
     algorithm: ClientAlgorithm, what: str, names: tuple[str, ...] | None, values: Mapping[str, Tensor]
 ) -> int:

@@ -64,7 +64,6 @@ _dataset("npz", NpzOptions, "npz", natural=True)
 
 registry.strategy("fedavg")(f"{STRATEGIES}.fedavg:fedavg")
 registry.strategy("fedavgm", FedAvgMOptions, moments=1)(f"{STRATEGIES}.fedavgm:fedavgm")
-registry.strategy("fedprox")(f"{STRATEGIES}.fedprox:fedprox")
 registry.strategy("fedadam", AdamOptions, server_optimizer="adam", moments=2)(f"{STRATEGIES}.fedadam:fedadam")
 registry.strategy("fedyogi", AdamOptions, server_optimizer="yogi", moments=2)(f"{STRATEGIES}.fedyogi:fedyogi")
 registry.strategy("fedadagrad", AdagradOptions, server_optimizer="adagrad", moments=1)(

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from fedweb_engine.algorithms import build_algorithm
+from fedweb_engine.algorithms.base import extra_bytes
 from fedweb_engine.communication.codecs import make_codec
 from fedweb_engine.data import partition_summary as _partition_summary
 from fedweb_engine.data.paths import confine
@@ -27,12 +29,20 @@ def check_new_spec(spec: Spec, limits: Limits, device_kind: str, datasets_root: 
 
 
 def payload_sizes(spec: Spec) -> dict[str, int]:
-    """The model's parameters and one client's encoded payloads, down and up, with the spec's codecs."""
+    """The model's parameters and one client's payloads, down and up: the model's (or its update's),
+    encoded with the spec's codecs, and what the client algorithm sends beside them (fp32 whatever the
+    codecs, as rounds count it: SCAFFOLD's c down and Δc_i up)."""
     layout = list(model_layout(spec))
     c = spec.communication
-    down = make_codec(c.downlink.name, layout, c.downlink.options).payload_bytes()
-    up = make_codec(c.uplink.name, layout, c.uplink.options).payload_bytes()
-    return {"params": sum(layout), "down": down, "up": up}
+    model_down = make_codec(c.downlink.name, layout, c.downlink.options).payload_bytes()
+    model_up = make_codec(c.uplink.name, layout, c.uplink.options).payload_bytes()
+    client = spec.algorithm.client
+    algorithm = build_algorithm(client.name, client.options, num_params=sum(layout), device="meta", lr=spec.local.lr)
+    extra_down, extra_up = extra_bytes(algorithm)
+    return {
+        "params": sum(layout), "down": model_down + extra_down, "up": model_up + extra_up,
+        "model_down": model_down, "model_up": model_up, "extra_down": extra_down, "extra_up": extra_up,
+    }  # fmt: skip
 
 
 def train_samples(data: DataSpec) -> int:

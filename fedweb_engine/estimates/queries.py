@@ -18,7 +18,9 @@ def check_new_spec(spec: Spec, limits: Limits, device_kind: str, datasets_root: 
 
 
 def payload_sizes(spec: Spec) -> dict[str, int]:
-    """``{"params", "down", "up"}``: the model's parameters and one client's payload bytes each way."""
+    """``{"params", "down", "up", "model_down", "model_up", "extra_down", "extra_up"}``: the model's
+    parameters and one client's payload bytes each way, in all and split into the model's (encoded)
+    and the client algorithm's (fp32)."""
     return ask("payload_sizes", spec)
 
 

@@ -21,19 +21,25 @@ MB = 1e-6  # bytes -> MB
 @dataclass(frozen=True)
 class Formula:
     """How a chart or an axis reads one number from a round: the sum of ``keys`` (None if any is
-    missing), divided by ``per`` (None unless it is > 0), times ``scale``; with ``cumulative``,
-    added to the previous point. The pages' script evaluates the same data (``as_data``)."""
+    missing) less the sum of ``minus`` (a missing one counts 0: a round recorded before that field),
+    divided by ``per`` (None unless it is > 0), times ``scale``; with ``nonzero``, a 0 is no point
+    (a run that sends nothing of the kind draws no trace); with ``cumulative``, added to the
+    previous point. The pages' script evaluates the same data (``as_data``)."""
 
     keys: tuple[str, ...]
     scale: float = 1.0
     per: str = ""
     cumulative: bool = False
+    minus: tuple[str, ...] = ()
+    nonzero: bool = False
 
     def value(self, result: dict) -> float | None:
         values = [result.get(key) for key in self.keys]
         if any(v is None for v in values):
             return None
-        total = float(sum(values))
+        total = float(sum(values)) - float(sum(result.get(key) or 0 for key in self.minus))
+        if self.nonzero and total == 0:
+            return None
         if self.per:
             divisor = result.get(self.per)
             if not divisor or divisor <= 0:
@@ -54,7 +60,12 @@ class Formula:
         return xs, ys
 
     def as_data(self) -> dict:
-        return {"keys": list(self.keys), "scale": self.scale, "per": self.per, "cumulative": self.cumulative}
+        data = {"keys": list(self.keys), "scale": self.scale, "per": self.per, "cumulative": self.cumulative}
+        return {
+            **data,
+            **({"minus": list(self.minus)} if self.minus else {}),
+            **({"nonzero": True} if self.nonzero else {}),
+        }
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,7 @@ class Chart:
     barmode: str = ""
     # Drawn only for runs that record ``optional`` (a field name), or whose spec plans it (see charts.py).
     optional: str = ""
+    note: str = ""  # what the traces are, under the chart (a reader should not have to guess "Σ formula")
 
 
 @dataclass(frozen=True)
@@ -159,8 +171,8 @@ def _quantiles(prefix: str, what: str, band: dict[int, tuple[Plot, ...]]) -> tup
     )  # fmt: skip
 
 
-def _mb(*keys: str, cumulative: bool = False) -> Formula:
-    return Formula(keys, scale=MB, cumulative=cumulative)
+def _mb(*keys: str, cumulative: bool = False, minus: tuple[str, ...] = (), nonzero: bool = False) -> Formula:
+    return Formula(keys, scale=MB, cumulative=cumulative, minus=minus, nonzero=nonzero)
 
 
 CHARTS: tuple[Chart, ...] = (
@@ -169,7 +181,11 @@ CHARTS: tuple[Chart, ...] = (
     Chart("memory", "Memory per round", "MB", compare_title="Memory: host RSS (bold) and VRAM peak (faint)"),
     # The fp32 formula counts down + up for the whole cohort, so the bars stack up and down to the same total.
     Chart("bandwidth", "Bandwidth", "MB per round, up + down", compare_title="Cumulative bandwidth, up + down",
-          y2_title="MB since round 1 (Σ)", barmode="stack"),
+          y2_title="MB since round 1 (Σ)", barmode="stack",
+          note="Bars: bytes measured this round, stacked: the model sent down and the updates sent up, each "
+               "with its link's codec, and what a client algorithm sends beside them (SCAFFOLD's control "
+               "variates: always fp32). fp32 formula: the same round uncompressed, (model down + update up) × "
+               "sampled clients. The Σ lines (right axis) add the rounds up since round 1."),
     Chart("time", "Round time and throughput", "seconds", compare_title="Round time (seconds)", y2_title="clients / s"),
     Chart("participants", "Participants per round", "clients", compare_title="Clients aggregated per round"),
     Chart("clients", "Per-client accuracy (own test data)", "accuracy", y_range=(0.0, 1.0), optional="client_accuracy_mean",
@@ -204,20 +220,22 @@ FIELDS: tuple[Field, ...] = (
           column=Column("Accuracy", 4), plots=(Plot("accuracy", "test accuracy", "#16a34a", compare="solid"),),
           summaries=(Summary("final_accuracy", "Final acc.", "Final test accuracy", "last", 4, rank=1),
                      Summary("best_accuracy", "Best acc.", "Best test accuracy", "max", 4, rank=2))),
-    Field("bytes_down", int, "encoded payload bytes sent to the cohort", "bytes", wide=True,
+    Field("bytes_down", int, "encoded payload bytes sent to the cohort (with bytes_extra_down)", "bytes", wide=True,
           column=Column("Down MB", 2, 1e6, rank=2),
-          plots=(Plot("bandwidth", "down", "#2563eb", _mb("bytes_down"), kind="bar", rank=1),)),
-    Field("bytes_up", int, "encoded payload bytes received from reporting clients", "bytes", wide=True,
-          column=Column("Up MB", 2, 1e6, rank=1),
-          plots=(Plot("bandwidth", "up", "#ea580c", _mb("bytes_up"), kind="bar"),
+          plots=(Plot("bandwidth", "down: model", "#2563eb", _mb("bytes_down", minus=("bytes_extra_down",)),
+                      kind="bar", rank=1),)),
+    Field("bytes_up", int, "encoded payload bytes received from reporting clients (with bytes_extra_up)", "bytes",
+          wide=True, column=Column("Up MB", 2, 1e6, rank=1),
+          plots=(Plot("bandwidth", "up: updates", "#ea580c", _mb("bytes_up", minus=("bytes_extra_up",)), kind="bar"),
                  Plot("bandwidth", "Σ measured", "#111827", _mb("bytes_up", "bytes_down", cumulative=True),
                       kind="plain", right_axis=True, compare="solid", rank=2)),
           summaries=(Summary("bytes", "Total MB", "MB communicated (up + down)", "sum", 2, ("bytes_up", "bytes_down"),
                              scale=1e6, rank=6),)),
     Field("bytes_formula", int, "uncompressed fp32 estimate for the whole cohort: see fp32_bytes_formula", "bytes",
           wide=True,
-          plots=(Plot("bandwidth", "fp32 formula", "#6b7280", _mb("bytes_formula"), kind="plain", dash="dash", rank=1),
-                 Plot("bandwidth", "Σ formula", "#6b7280", _mb("bytes_formula", cumulative=True), kind="plain",
+          plots=(Plot("bandwidth", "fp32 formula, this round", "#6b7280", _mb("bytes_formula"), kind="plain",
+                      dash="dash", rank=1),
+                 Plot("bandwidth", "Σ fp32 formula", "#6b7280", _mb("bytes_formula", cumulative=True), kind="plain",
                       dash="dot", right_axis=True, rank=2))),
     Field("round_seconds", float, "wall-clock seconds of the round", "s", column=Column("Seconds", 2, rank=3),
           plots=(Plot("time", "round seconds", "#0f766e", compare="solid"),),
@@ -262,6 +280,16 @@ FIELDS: tuple[Field, ...] = (
           summaries=(Summary("epsilon", "Final ε", "Privacy spent (final ε)", "last", 3, rank=7),)),
     Field("update_norm", float, "update norm: L2 norm of the global model's change this round (0 when it did not step)",
           "‖Δw‖₂", null=True, column=Column("Update norm", 4, rank=3), plots=(Plot("update_norm", "update norm", "#0f766e"),)),
+    # What a client algorithm sends beside the model and the updates (SCAFFOLD's c down, Δc_i up), in
+    # bytes_down / bytes_up too: fp32 whatever the links' codecs, so a run shows what they cost.
+    Field("bytes_extra_down", int, "bytes of bytes_down sent beside the model (a client algorithm's server "
+          "buffers, fp32)", "bytes", null=True, wide=True,
+          plots=(Plot("bandwidth", "down: beside the model (fp32)", "#93c5fd", _mb("bytes_extra_down", nonzero=True),
+                      kind="bar", rank=1),)),
+    Field("bytes_extra_up", int, "bytes of bytes_up sent beside the updates (a client algorithm's returned values, "
+          "fp32)", "bytes", null=True, wide=True,
+          plots=(Plot("bandwidth", "up: beside the updates (fp32)", "#fdba74", _mb("bytes_extra_up", nonzero=True),
+                      kind="bar"),)),
     # A distributed round (compute.ranks > 1): the group that ran it, each rank's training time, and
     # the all-reduce of the round's sums (timed after a barrier, so the ranks' skew is not in it).
     Field("ranks", int, "ranks of the torch.distributed group that ran the round (None: one process)", null=True,
@@ -282,7 +310,7 @@ def _check() -> None:
     names = set(BY_NAME)
     for f in FIELDS:
         formulas = [p.formula for p in f.plots if p.formula] + [Formula(s.keys) for s in f.summaries]
-        unknown = {k for fo in formulas for k in (*fo.keys, *([fo.per] if fo.per else []))} - names
+        unknown = {k for fo in formulas for k in (*fo.keys, *fo.minus, *([fo.per] if fo.per else []))} - names
         if unknown:
             raise ValueError(f"round field {f.name!r}: its formulas read undeclared fields {sorted(unknown)}")
         bad = [s.key for s in f.summaries if s.aggregate not in AGGREGATES]

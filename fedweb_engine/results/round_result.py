@@ -80,6 +80,8 @@ class Traffic:
     bytes_down: int
     bytes_up: int
     bytes_formula: int
+    bytes_extra_down: int = 0  # of bytes_down: a client algorithm's buffers beside the model (fp32)
+    bytes_extra_up: int = 0  # of bytes_up: what clients return beside their updates (fp32)
 
 
 @dataclass(frozen=True)

@@ -272,6 +272,8 @@ class Simulation(SimulationState):
             bytes_down=bytes_down + extra_down * sampled,
             bytes_up=(self.uplink.payload_bytes() + extra_up) * len(cohort.trained),
             bytes_formula=fp32_bytes_formula(self.num_params, sampled),
+            bytes_extra_down=extra_down * sampled,
+            bytes_extra_up=extra_up * len(cohort.trained),
         )
 
     def _training_losses(self, stats: dict[str, torch.Tensor]) -> dict:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import fedweb_engine.components.registry as registry
-from fedweb_engine.spec.fields import meta
+from fedweb_engine.spec.fields import applies, meta
 from fedweb_engine.spec.fields import spec_field as _f
 from fedweb_engine.spec.validation import SpecError
 
@@ -30,6 +30,27 @@ COMPONENT_PATHS = {
     "communication.uplink": "codec",
     "communication.downlink": "codec",
 }
+
+# What each component choice is called where a person reads it: the form's label and the short
+# name of legends and run names ("client=scaffold"). Two selects both labelled "Name" (the server's
+# and the clients' algorithm; the uplink's and the downlink's codec) said nothing about which is which.
+COMPONENT_LABELS = {
+    "model": ("Model", "model"),
+    "data": ("Dataset", "dataset"),
+    "algorithm": ("Server strategy", "strategy"),
+    "algorithm.client": ("Client algorithm", "client"),
+    "communication.uplink": ("Uplink codec", "uplink"),
+    "communication.downlink": ("Downlink codec", "downlink"),
+}
+
+
+def short_name(dotted: str) -> str:
+    """A field as legends and run names call it: a component's name by what it selects
+    (``algorithm.client.name`` -> ``client``), any other field by its last part (``mu``)."""
+    path, _, last = dotted.rpartition(".")
+    if last == "name" and path in COMPONENT_LABELS:
+        return COMPONENT_LABELS[path][1]
+    return last
 
 
 def _options(kind: str):
@@ -74,6 +95,7 @@ class DataSpec:
         min=0,
         max=0.5,
         applies_when=CLIENT_EVALUATION,
+        applied_default=0.2,
     )
 
     def __post_init__(self):
@@ -161,6 +183,35 @@ COMPONENT_SECTIONS = {
 }
 
 
+def applied_defaults(d: dict[str, Any], sections: dict[str, type]) -> dict[str, dict[str, Any]]:
+    """``{section: {field: value}}`` for the fields that have an ``applied_default``, where the
+    spec ``d`` leaves them out and their rule holds (``sections``: the spec's section classes by
+    name, for the rule's choices' defaults): per-client evaluation needs a client test split, and 0
+    (the default while it does not apply) would only be refused. The form does the same as the rule
+    starts to hold."""
+    filled: dict[str, dict[str, Any]] = {}
+    for path, cls in sections.items():
+        section = d.get(path, {})
+        if not isinstance(section, dict):
+            continue  # validation names it
+        for f in dataclasses.fields(cls):
+            value, rule = f.metadata.get("applied_default"), f.metadata.get("applies_when")
+            if value is not None and f.name not in section and applies(rule, _choices(d, rule, sections)):
+                filled.setdefault(path, {})[f.name] = value
+    return filled
+
+
+def _choices(d: dict, rule: list[dict], sections: dict[str, type]) -> dict[str, Any]:
+    # The values of the choice fields a rule names, as the raw spec holds them (their defaults otherwise).
+    values = {}
+    for name in {n for alt in rule for n in alt}:
+        section, _, field_name = name.partition(".")
+        default = next(f.default for f in dataclasses.fields(sections[section]) if f.name == field_name)
+        raw = d.get(section)
+        values[name] = raw.get(field_name, default) if isinstance(raw, dict) else default
+    return values
+
+
 def check_components(spec: Any) -> None:
     """The rules of a ``Spec`` that follow from its chosen components' traits (``Spec.from_dict`` runs them)."""
     dataset = registry.get("dataset", spec.data.name)
@@ -198,3 +249,18 @@ def _dig(d: Any, dotted: str) -> Any:
             return None
         d = d.get(part)
     return d
+
+
+def explain_component_error(error: SpecError, raw: dict) -> SpecError:
+    """``error``, or a clearer one where a component of one kind was named where another kind goes:
+    a client algorithm (scaffold) given as the server strategy is told where client algorithms go."""
+    algorithm = raw.get("algorithm")
+    name = algorithm.get("name") if isinstance(algorithm, dict) else None
+    if error.field == "algorithm.name" and isinstance(name, str) and name in registry.names("algorithm"):
+        strategies = ", ".join(registry.names("strategy"))
+        return SpecError(
+            "algorithm.name",
+            f"{name[:40]!r} is a client algorithm, not a server strategy: set algorithm.client.name to "
+            f"{name[:40]!r} (what clients do) and algorithm.name to a server strategy ({strategies})",
+        )
+    return error

@@ -33,6 +33,7 @@ def meta(
     path: bool = False,
     size: bool = False,
     kind: str | None = None,
+    applied_default: Any = None,
 ) -> dict[str, Any]:
     """The metadata of one spec field; ``applies_when`` may be one alternative (a dict) or a list."""
     return {
@@ -48,6 +49,9 @@ def meta(
         "path": path,  # a file or folder under the server's datasets folder (checked, confined)
         "size": size,  # the option that makes a model or dataset big: the capacity check names it
         "kind": kind,  # the value names a component of this registry kind (choices read from the registry)
+        # The value it takes when its applies_when rule starts to hold and it was left out (or, in the
+        # form, still holds its default): a default that is right only while the field does not apply.
+        "applied_default": applied_default,
     }
 
 

@@ -57,11 +57,13 @@ LINKS = {"uplink": UplinkSpec, "downlink": DownlinkSpec}
 OLD_RATIO_KEY, RATIO_OPTION = "topk_ratio", "ratio"
 
 
-def upgrade(spec: Any, *, strict: bool = False) -> Any:
+def upgrade(spec: Any, *, strict: bool = False, final: bool = True) -> Any:
     """``spec`` in today's shape (a copy); anything that is not an object is returned as it is.
 
     ``strict``: an old option key that the chosen component does not have raises
-    :class:`SpecError` naming the component's options, instead of being dropped.
+    :class:`SpecError` naming the component's options, instead of being dropped. ``final=False``
+    leaves a server-side ``fedprox`` to the upgrade of the finished spec (a sweep's base, whose
+    swept values may still name the fedprox client algorithm).
     """
     if not isinstance(spec, dict):
         return spec
@@ -73,7 +75,38 @@ def upgrade(spec: Any, *, strict: bool = False) -> Any:
         out["communication"] = _upgrade_communication(out["communication"])
     if isinstance(out.get("algorithm"), dict):
         out["algorithm"] = _upgrade_mu(out["algorithm"], strict)
+        if final:
+            out["algorithm"] = _upgrade_server_fedprox(out["algorithm"], strict)
     return out
+
+
+OLD_FEDPROX_STRATEGY = "fedprox"
+FEDPROX_SERVER = "fedavg"  # the server step the old fedprox strategy took
+
+
+def _upgrade_server_fedprox(d: dict, strict: bool) -> dict:
+    """FedProx was also offered as a server strategy: FedAvg's server step under FedProx's name,
+    whatever the clients did, so with the fedavg client algorithm a run was FedAvg labelled FedProx.
+    FedProx is the client algorithm ``fedprox`` (with μ) and nothing else now. A stored spec that
+    names it on the server side ran FedAvg's server step beside its client algorithm: it loads as
+    ``fedavg`` with that client algorithm, which is what it computed. A new spec may still name it
+    there beside the fedprox client algorithm (old μ included), which is plainly FedProx; beside any
+    other it is refused, as it would be a FedProx label on another algorithm."""
+    if d.get("name") != OLD_FEDPROX_STRATEGY:
+        return d
+    client = d.get("client")
+    client_name = client.get("name", _default_name(ClientAlgorithmSpec)) if isinstance(client, dict) else None
+    if strict and client_name != MU_ALGORITHM:
+        raise SpecError(
+            "algorithm.name",
+            "'fedprox' is a client algorithm (local training with the proximal term μ), not a server strategy: "
+            f"set algorithm.client.name to fedprox and its μ in algorithm.client.options.mu; the server "
+            f"strategy stays {FEDPROX_SERVER} (the server step FedProx takes) or any other",
+        )
+    d["name"] = FEDPROX_SERVER
+    if d.get("options") == {}:
+        d.pop("options")  # the old strategy had no options: fedavg's defaults
+    return d
 
 
 OLD_MU_KEY = "mu"
@@ -85,7 +118,9 @@ def _upgrade_mu(d: dict, strict: bool) -> dict:
     """FedProx's μ was ``algorithm.mu``, applied to every algorithm; it is the ``fedprox`` client
     algorithm's option now. ``mu > 0`` becomes that client algorithm, ``mu: 0`` FedAvg's client
     (what it did). A client section with no algorithm (or fedavg, which has no options) but a
-    ``mu`` option is the old field set through its new path (a sweep over ``algorithm.mu``)."""
+    ``mu`` option is the old field set through its new path (a sweep over ``algorithm.mu``). In a
+    new spec that also names FedProx on the server side, any μ (0 too) is FedProx's: the fedprox
+    client algorithm with that μ, so the run is labelled what it is."""
     client = d.get("client")
     plain = _default_name(ClientAlgorithmSpec)
     if OLD_MU_KEY not in d:
@@ -105,7 +140,8 @@ def _upgrade_mu(d: dict, strict: bool) -> dict:
                 "algorithm.mu", f"is FedProx's μ and the client algorithm is {current!r}: use algorithm.client.options"
             )
         return d
-    d["client"] = {"name": plain} if number and mu == 0 else {"name": MU_ALGORITHM, "options": {OLD_MU_KEY: mu}}
+    plain_mu = number and mu == 0 and not (strict and d.get("name") == OLD_FEDPROX_STRATEGY)
+    d["client"] = {"name": plain} if plain_mu else {"name": MU_ALGORITHM, "options": {OLD_MU_KEY: mu}}
     return d
 
 
@@ -190,3 +226,17 @@ def _option_names(kind: str, name: Any) -> set[str]:
         return {f.name for f in dataclasses.fields(registry.get(kind, name).options)}
     except (registry.UnknownComponent, TypeError):
         return set()
+
+
+def compute_ranks(compute: Any) -> Any:
+    """The ``compute`` section with ``ranks: "auto"`` stored as 0 (the field is an integer). Specs
+    written before ranks split a round with ``compute.shards``, which means the same and reads as ranks."""
+    if not isinstance(compute, dict):
+        return compute
+    if "shards" in compute:
+        compute = {k: v for k, v in compute.items() if k != "shards"} | {
+            "ranks": compute.get("ranks", compute["shards"])
+        }
+    if compute.get("ranks") == "auto":
+        compute = {**compute, "ranks": 0}
+    return compute

@@ -72,7 +72,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "title": "FedProx with 90% stragglers",
         "description": "Synthetic(1,1) from the FedProx paper, 30 devices, 10 per round, 20 local epochs, 90% of "
         "each cohort are stragglers. FedProx (μ=1) aggregates their partial work; compare with FedAvg, "
-        "which drops them (algorithm fedavg, mu 0, straggler_policy drop).",
+        "which drops them (client algorithm fedavg, straggler_policy drop).",
         "spec": {
             "rounds": 40,
             "data": {
@@ -82,7 +82,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                 "partition": "natural",
             },
             "model": {"name": "logistic"},
-            "algorithm": {"name": "fedprox", "client": {"name": "fedprox", "options": {"mu": 1.0}}},
+            "algorithm": {"name": "fedavg", "client": {"name": "fedprox", "options": {"mu": 1.0}}},
             "participation": {"clients_per_round": 10},
             "local": {"epochs": 20, "batch_size": 10, "lr": 0.01},
             "heterogeneity": {"straggler_fraction": 0.9, "straggler_policy": "partial"},

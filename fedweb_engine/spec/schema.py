@@ -31,11 +31,13 @@ from fedweb_engine.spec.components import (  # noqa: F401 - the spec's public na
     DownlinkSpec,
     ModelSpec,
     UplinkSpec,
+    applied_defaults,
     check_components,
+    explain_component_error,
     option_key,
 )
 from fedweb_engine.spec.fields import spec_field as _f
-from fedweb_engine.spec.validation import SpecError, build, describe_fields, section_of
+from fedweb_engine.spec.validation import Collect, SpecError, build, describe_fields, each_error, raise_all, section_of
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 TRAINING_MODES = ("auto", "vectorized", "sequential")
@@ -198,7 +200,13 @@ class Spec:
             raise SpecError("spec", "must be a JSON object")
         # A flat spec from before components: the upgrade sees (and copies) only those sections.
         d = {**d, **spec_legacy.upgrade({k: v for k, v in d.items() if k in COMPONENT_SECTIONS}, strict=bounds)}
-        spec = build(cls, _ranks_of(d), bounds=bounds)
+        if "compute" in d:  # only that section: the others are not the legacy reader's to see
+            d = {**d, "compute": spec_legacy.compute_ranks(d["compute"])}
+        d = {**d, **{k: {**d.get(k, {}), **v} for k, v in applied_defaults(d, SECTIONS).items()}}
+        try:
+            spec = build(cls, d, bounds=bounds)
+        except SpecError as e:
+            raise_all([explain_component_error(one, d) for one in each_error(e)])
         spec._check_cross_fields(d)
         return spec
 
@@ -249,6 +257,17 @@ class Spec:
         return self.participation.clients_per_round
 
     def _check_cross_fields(self, raw: dict) -> None:
+        # Independent rules, each judged: a spec breaking two learns of both at once.
+        collect = Collect()
+        checks = (self._check_participation, lambda: self._check_server_optimizer(raw), lambda: check_components(self),
+                  lambda: _check_device(self.compute.device), self._check_evaluation, self._check_ranks,
+                  self._check_update_strategies, self._check_client_algorithm)  # fmt: skip
+        for check in checks:
+            with collect:
+                check()
+        collect.done()
+
+    def _check_participation(self) -> None:
         n = self.data.num_clients
         p = self.participation
         if p.schedule is not None:
@@ -265,18 +284,14 @@ class Spec:
                     )
         elif p.clients_per_round > n:
             raise SpecError("participation.clients_per_round", f"must be <= data.num_clients ({n})")
+
+    def _check_server_optimizer(self, raw: dict) -> None:
         expected = registry.get("strategy", self.algorithm.name).traits["server_optimizer"]
         given = raw.get("algorithm", {}).get("server_optimizer") if isinstance(raw.get("algorithm"), dict) else None
         if given is not None and given != expected:
             raise SpecError("algorithm.server_optimizer", f"must be '{expected}' for {self.algorithm.name}")
         if self.algorithm.server_optimizer != expected:
             object.__setattr__(self, "algorithm", dataclasses.replace(self.algorithm, server_optimizer=expected))
-        check_components(self)
-        _check_device(self.compute.device)
-        self._check_evaluation()
-        self._check_ranks()
-        self._check_update_strategies()
-        self._check_client_algorithm()
 
     def _check_evaluation(self) -> None:
         ev = self.evaluation
@@ -284,9 +299,14 @@ class Spec:
             raise SpecError(
                 "data.client_test_fraction",
                 f"must be > 0 for evaluation.clients '{ev.clients}' (clients need test data)",
+                related=("evaluation.clients",),
             )
         if ev.clients == "cohort" and ev.cohort_size > self.data.num_clients:
-            raise SpecError("evaluation.cohort_size", f"must be <= data.num_clients ({self.data.num_clients})")
+            raise SpecError(
+                "evaluation.cohort_size",
+                f"must be <= data.num_clients ({self.data.num_clients})",
+                related=("evaluation.clients",),
+            )
         p = self.privacy
         if p.mechanism == "gaussian" and p.adaptive_clip and p.noise_multiplier > 0:
             # Andrew et al.: the update's noise is what the count's noise leaves of z, so 2σ_b must exceed z.
@@ -351,21 +371,6 @@ def _client_algorithm_traits(client: Any, lr: float) -> tuple[bool, bool]:
 
     algorithm = build_algorithm(client.name, client.options, num_params=1, device="cpu", lr=lr)
     return algorithm.trivial, algorithm.changes_update
-
-
-def _ranks_of(d: dict) -> dict:
-    """``compute.ranks: "auto"`` is stored as 0 (the field is an integer). Specs written before ranks
-    split a round with ``compute.shards``, which means the same and reads as ranks."""
-    compute = d.get("compute")
-    if not isinstance(compute, dict):
-        return d
-    if "shards" in compute:
-        compute = {k: v for k, v in compute.items() if k != "shards"} | {
-            "ranks": compute.get("ranks", compute["shards"])
-        }
-    if compute.get("ranks") == "auto":
-        compute = {**compute, "ranks": 0}
-    return {**d, "compute": compute}
 
 
 def _check_device(device: str) -> None:

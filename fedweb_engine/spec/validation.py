@@ -12,7 +12,9 @@ named ``options``: the options dataclass of the component its sibling ``name`` s
 
 A field whose ``default_factory`` is a dataclass is a section: a nested JSON object validated
 the same way. Every error is a :class:`SpecError` whose message starts with the field's dotted
-name (``data.alpha must be > 0``), so forms and the API can put it next to the right input.
+name (``data.alpha must be > 0``), so forms and the API can put it next to the right input. Every
+bad field of an object is reported at once (:class:`SpecErrors`, one error per field): whoever
+wrote the spec learns all of them from one submit, not one per submit.
 
 Hand-written rather than pydantic: the dotted messages, the JSON number rules (3.0 is an
 integer, ``true`` is not, 1e400 is not a number) and the bounds-off path for stored specs would
@@ -31,12 +33,61 @@ from fedweb_engine.spec.fields import meta as field_meta
 
 
 class SpecError(ValueError):
-    """An invalid spec. ``field`` is the dotted path of the offending field."""
+    """An invalid spec. ``field`` is the dotted path of the offending field; ``related``, for a rule
+    between fields, the others it ties (changing any of them may resolve it)."""
 
-    def __init__(self, field: str, message: str):
+    def __init__(self, field: str, message: str, *, related: tuple[str, ...] = ()):
         super().__init__(f"{field} {message}")
         self.field = field
         self.message = message
+        self.related = related
+
+
+class SpecErrors(SpecError):
+    """Several invalid fields: ``errors`` holds one :class:`SpecError` per field, in spec order. It
+    reads as its first error (``field``, ``message``) for a caller that shows one; ``str`` lists all."""
+
+    def __init__(self, errors: list[SpecError]):
+        super().__init__(errors[0].field, errors[0].message)
+        self.errors = errors
+        self.args = ("; ".join(str(e) for e in errors),)
+
+
+def each_error(e: SpecError) -> list[SpecError]:
+    """The single errors that ``e`` stands for (itself, or every one a :class:`SpecErrors` holds)."""
+    return list(e.errors) if isinstance(e, SpecErrors) else [e]
+
+
+def raise_all(errors: list[SpecError]) -> None:
+    """Raise ``errors`` (one as itself, several as :class:`SpecErrors`); nothing when empty."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise SpecErrors(errors)
+
+
+MAX_REPORTED = 50  # errors kept per spec: a hostile body of 10,000 bad keys gets an answer of bounded size
+
+
+class Collect:
+    """Gathers the errors of independent checks: ``with collect: check()`` records a
+    :class:`SpecError` instead of stopping at it; :meth:`done` raises them all."""
+
+    def __init__(self) -> None:
+        self.errors: list[SpecError] = []
+
+    def __enter__(self) -> Collect:
+        return self
+
+    def __exit__(self, kind, value, tb) -> bool:
+        if isinstance(value, SpecError):
+            room = MAX_REPORTED - len(self.errors)
+            self.errors.extend(each_error(value)[: max(room, 0)])
+            return True
+        return False
+
+    def done(self) -> None:
+        raise_all(self.errors)
 
     def __reduce__(self):  # pickled as what it was built from (it crosses from the estimates helper)
         return type(self), (self.field, self.message)
@@ -47,38 +98,50 @@ def build(cls: type, d: dict[str, Any], *, bounds: bool, prefix: str = "", compo
     their defaults. ``prefix`` is prepended to field names in errors (``"data."``); ``component``
     (``"model 'mlp'"``) says whose options ``cls`` holds, for the message on an unknown key.
 
-    ``bounds=False`` skips numeric ranges and lengths (types and choices still apply).
+    ``bounds=False`` skips numeric ranges and lengths (types and choices still apply). Every bad
+    field is reported, not only the first (:class:`SpecErrors`).
     """
-    _refuse_unknown_keys(cls, d, prefix, component)
+    collect = Collect()
+    for key in d:
+        with collect:
+            _refuse_unknown_key(cls, d, key, prefix, component)
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
-        section = section_of(f)
-        if f.metadata.get("options_of"):
-            sub = d.get(f.name, {})
-            if not isinstance(sub, dict):
-                raise SpecError(f"{prefix}{f.name}", "must be an object")
-            kind, name = f.metadata["options_of"], kwargs.get("name", _default_name(cls))
-            options = component_of(kind, name).options
-            kwargs[f.name] = build(
-                options, sub, bounds=bounds, prefix=f"{prefix}{f.name}.", component=f"{kind} {name[:40]!r}"
-            )
-        elif section is not None:
-            sub = d.get(f.name, {})
-            if not isinstance(sub, dict):
-                raise SpecError(f"{prefix}{f.name}", "must be an object")
-            kwargs[f.name] = build(section, sub, bounds=bounds, prefix=f"{prefix}{f.name}.")
-        elif f.name in d:
-            kwargs[f.name] = coerce(f, d[f.name], f"{prefix}{f.name}", bounds)
+        with collect:
+            _build_field(f, d, kwargs, cls, bounds=bounds, prefix=prefix, failed=collect.errors)
+    collect.done()
     return cls(**kwargs)
 
 
-def _refuse_unknown_keys(cls: type, d: dict[str, Any], prefix: str, component: str) -> None:
+def _build_field(
+    f: dataclasses.Field, d: dict, kwargs: dict, cls: type, *, bounds: bool, prefix: str, failed: list
+) -> None:
+    section = section_of(f)
+    if f.metadata.get("options_of"):
+        if any(e.field == f"{prefix}name" for e in failed):
+            return  # options of a component that could not be named: judged once the name is right
+        sub = d.get(f.name, {})
+        if not isinstance(sub, dict):
+            raise SpecError(f"{prefix}{f.name}", "must be an object")
+        kind, name = f.metadata["options_of"], kwargs.get("name", _default_name(cls))
+        options = component_of(kind, name).options
+        kwargs[f.name] = build(
+            options, sub, bounds=bounds, prefix=f"{prefix}{f.name}.", component=f"{kind} {name[:40]!r}"
+        )
+    elif section is not None:
+        sub = d.get(f.name, {})
+        if not isinstance(sub, dict):
+            raise SpecError(f"{prefix}{f.name}", "must be an object")
+        kwargs[f.name] = build(section, sub, bounds=bounds, prefix=f"{prefix}{f.name}.")
+    elif f.name in d:
+        kwargs[f.name] = coerce(f, d[f.name], f"{prefix}{f.name}", bounds)
+
+
+def _refuse_unknown_key(cls: type, d: dict[str, Any], key: str, prefix: str, component: str) -> None:
     # Every message lists what the object does accept: a key that is silently ignored would give
     # a run other than the one asked for, so the writer must learn the real names.
     known = [f.name for f in dataclasses.fields(cls)]
-    for key in d:
-        if key in known:
-            continue
+    if key not in known:
         if component:
             raise SpecError(f"{prefix}{key}", f"is not a known field: {component} has the options {_listed(known)}")
         options_field = next((f for f in dataclasses.fields(cls) if f.metadata.get("options_of")), None)

@@ -24,7 +24,6 @@ from fedweb_engine.strategies.aggregate import accumulate_, divide_by_total_, we
 # The strategy classes, re-exported (the catalogue of built-ins registers their factories).
 from fedweb_engine.strategies.fedavg import FedAvg  # isort: skip
 from fedweb_engine.strategies.fedavgm import FedAvgM  # isort: skip
-from fedweb_engine.strategies.fedprox import FedProx  # isort: skip
 from fedweb_engine.strategies.fedadam import FedAdam  # isort: skip
 from fedweb_engine.strategies.fedyogi import FedYogi  # isort: skip
 from fedweb_engine.strategies.fedadagrad import FedAdagrad  # isort: skip
@@ -35,7 +34,6 @@ __all__ = [
     "FedAdam",
     "FedAvg",
     "FedAvgM",
-    "FedProx",
     "FedYogi",
     "CohortStrategy",
     "StreamingStrategy",

@@ -9,13 +9,22 @@ from rest_framework import serializers
 
 from accounts.models import Team
 from fedweb_engine.results.round_result import ROUND_RESULT_FIELDS
-from fedweb_engine.spec.schema import SpecError
+from fedweb_engine.spec.schema import Spec, SpecError
+from fedweb_engine.spec.validation import each_error
 from orchestrator.api import spec_schema  # noqa: F401 - spec_schema documents SpecField in the OpenAPI schema
 from orchestrator.experiments import access
-from orchestrator.experiments.launch import create_experiment
+from orchestrator.experiments.launch import checked_spec, create_experiment
 from orchestrator.experiments.models import Experiment, Visibility, check_team_visibility
 from orchestrator.experiments.records import RoundMetric
 from orchestrator.fleet.queues import submit_warnings
+
+
+def spec_error_body(error: SpecError) -> dict[str, list[str]]:
+    """Every bad field of a spec with its messages: ``{"data.alpha": ["data.alpha must be > 0"], ...}``."""
+    body: dict[str, list[str]] = {}
+    for e in each_error(error):
+        body.setdefault(e.field, []).append(str(e))
+    return body
 
 
 class SpecField(serializers.JSONField):
@@ -101,13 +110,21 @@ class ExperimentCreateSerializer(TeamAndVisibility, serializers.Serializer):
     spec = SpecField(help_text="The experiment spec; every field has a default")
     start = serializers.BooleanField(required=False, default=False, help_text="Queue it at once")
 
+    def validate_spec(self, value) -> Spec:
+        # Checked with the other fields, so one 400 lists every bad field; the checked Spec is what
+        # create_experiment stores (it does not check it twice).
+        try:
+            return checked_spec(value)
+        except SpecError as e:
+            raise serializers.ValidationError(spec_error_body(e)) from None
+
     def create(self, data) -> Experiment:
         """``create_experiment``, where the spec is checked: a refusal is a 400 naming the field
         (``{"spec": {"data.alpha": ["..."]}}``), and nothing is stored."""
         try:
             return create_experiment(owner=self.context["request"].user, **data)
         except SpecError as e:
-            raise serializers.ValidationError({"spec": {e.field: [str(e)]}}) from None
+            raise serializers.ValidationError({"spec": spec_error_body(e)}) from None
 
 
 class WordsSerializer(serializers.Serializer):

@@ -69,6 +69,7 @@ def sweep_body(sweep: Sweep, user) -> dict:
         rounds[row.experiment_id].append(row.to_result_dict())
     configurations = [
         {"config": r["config"], "runs": [e.pk for e in r["runs"]], "seeds": r["seeds"], "finished": r["finished"],
+         "counted": r["counted"],
          **{m.key: {"mean": r[m.key][0], "std": r[m.key][1]} for m in METRICS}}
         for r in group(experiments, rounds, sweep.config_fields)
     ]  # fmt: skip

@@ -1,9 +1,10 @@
 """``/api/``: mounted by fedweb/urls.py."""
 
 from django.urls import path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView
 
 from accounts.web import token_api
+from orchestrator.api import docs
 from orchestrator.api import experiments as api
 from orchestrator.api import sweeps as sweep_api
 from orchestrator.api.external import ingestion as external_api
@@ -51,6 +52,6 @@ urlpatterns = [
     path("token/", token_api.token, name="api_token_obtain"),
     path("token/rotate/", token_api.token_rotate, name="api_token_rotate"),
     path("schema/", SpectacularAPIView.as_view(), name="api_schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
-    path("redoc/", SpectacularRedocView.as_view(url_name="api_schema"), name="api_redoc"),
+    path("docs/", docs.swagger, name="api_docs"),
+    path("redoc/", docs.redoc, name="api_redoc"),
 ]

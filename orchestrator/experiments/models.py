@@ -106,6 +106,9 @@ class Experiment(models.Model):
     total_rounds = models.PositiveIntegerField(default=0)
     queue = models.CharField(max_length=64, blank=True)
     priority = models.IntegerField(default=0)
+    # A background run (the demo) yields to every other run of its queue, whatever the policy: its
+    # next round goes only when no other round waits (orchestrator.fleet.policies.order).
+    background = models.BooleanField(default=False)
     error = models.TextField(blank=True)
     worker = models.CharField(max_length=255, blank=True)  # hostname that ran (or runs) the last round
     # The round in flight: claimed by ``worker``'s process ``claim_pid`` until ``lease_expires``. The

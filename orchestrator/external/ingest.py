@@ -162,7 +162,10 @@ def record(experiment_id: int, reports: list[Report]) -> dict:
         # The native path's round events (the dashboard's live charts and the metrics exporter take
         # them as they are), the batch's in one send: a send per round held the web process's one
         # thread for sync views that much longer (events.publish_rounds).
-        published = [{**row.to_result_dict(), "custom": report.custom} for report, row in zip(fresh, rows, strict=True)]
+        published = [
+            {**row.to_result_dict(), "worker": row.worker, "custom": report.custom}  # as the rounds table has it
+            for report, row in zip(fresh, rows, strict=True)
+        ]
         if published:
             RoundMetric.fold_in(experiment.pk, published)  # the runs table's summary row
         if published:

@@ -145,6 +145,7 @@ def _candidate(e, round_seconds: float | None, peak_mem_mb: float | None) -> Can
         rounds_left=e.total_rounds - e.current_round,
         round_seconds=round_seconds,
         peak_mem_mb=peak_mem_mb,
+        background=e.background,
     )
 
 

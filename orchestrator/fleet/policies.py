@@ -20,7 +20,8 @@ the registry. A new policy is one decorated function here (or in a plugin module
 before settings are read).
 
 Under every policy a candidate whose round has been ready longer than ``age_boost_seconds`` goes before
-all others (oldest wait first), so no policy starves an experiment forever. Ties always fall back to
+all others (oldest wait first), so no policy starves an experiment forever; a ``background`` one (the
+demo ``make run`` queues) goes after all others, so it never delays anyone's round. Ties always fall back to
 ``submitted``, then ``experiment_id``, so the order is deterministic.
 """
 
@@ -42,6 +43,7 @@ class Candidate:
     rounds_left: int
     round_seconds: float | None  # measured mean seconds per round; None before its first round
     peak_mem_mb: float | None  # measured peak memory of one round (VRAM on GPU, RSS on CPU); None before
+    background: bool = False  # yields to every other candidate whatever the policy (the demo)
 
 
 @dataclass(frozen=True)
@@ -154,10 +156,14 @@ def is_boosted(c: Candidate, view: QueueView) -> bool:
 
 
 def order(policy: str, ready: list[Candidate], view: QueueView) -> list[Candidate]:
-    """The ready candidates, best first. Pure and deterministic (ties: submitted, then experiment_id)."""
+    """The ready candidates, best first. Pure and deterministic (ties: submitted, then experiment_id).
+    Background candidates come after all others, by the policy among themselves, and are never
+    boosted: the demo never holds the worker a user's round needs."""
     policy_key = get(policy).key
 
     def key(c: Candidate) -> tuple[int, SortKey]:
+        if c.background:
+            return (2, policy_key(c, view))
         if is_boosted(c, view):
             # Boosted candidates rank among themselves by how long they have waited, whatever the policy.
             return (0, (c.ready_since, c.submitted, c.experiment_id))

@@ -182,15 +182,18 @@ def behind_reason(experiment_id: int, queue: str, served: dict[str, list[LiveWor
     """Why a queued run that a live worker could take has not started: "behind 1 running
     experiment on the cpu queue (fifo); about 4 min", or "" when nothing is ahead of it.
 
-    Ahead: the queue's running runs and the runs queued before it. The time is each one's mean
+    Ahead: the queue's running runs and the runs queued before it, but for background runs (the
+    demo), which yield to it: at most the round one of them is training, seconds. The time is each one's mean
     measured round seconds times its rounds left, shared by the live workers of the queue;
     "time unknown" when none of them has a measured round yet, "at least" when only some have.
     The queue's policy is named: under one other than fifo the order can change.
     """
-    me = Experiment.objects.filter(pk=experiment_id).values("status", "queued_at", "created").first()
+    me = Experiment.objects.filter(pk=experiment_id).values("status", "queued_at", "created", "background").first()
     if me is None or me["status"] != Status.QUEUED:
         return ""
     others = Experiment.objects.filter(queue=queue, status__in=ACTIVE).exclude(pk=experiment_id)
+    if not me["background"]:
+        others = others.exclude(background=True)  # a background run (the demo) yields: it is never ahead
     mine = me["queued_at"] or me["created"]
     ahead = [
         row

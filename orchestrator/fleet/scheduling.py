@@ -183,6 +183,9 @@ def _kept_for_holder(experiments: list[Experiment], by: str, rooms: list[placeme
             and e.claimed_round == e.current_round  # recorded the round it claimed (no lost lease)
             and e.ready_since is not None
             and (now - e.ready_since).total_seconds() < grace
+            # Not one already sent since it became ready and then released (its message lost with a
+            # broker that restarted): the holder's own pass has been, the round goes now.
+            and (e.dispatched_at is None or e.dispatched_at < e.ready_since)
             and holder.free
         ):
             kept.add(e.pk)
@@ -221,15 +224,17 @@ def release(experiment, *, sent_at=None) -> bool:
     return bool(rows.update(dispatched_round=F("current_round"), dispatched_to=""))
 
 
-def reconcile(now=None) -> list[tuple[int, int]]:
+def reconcile(now=None, *, broker_since=None) -> list[tuple[int, int]]:
     """Recover stuck rounds, then schedule every queue with ready rounds; returns what was sent.
 
     Stuck means no live process holds its next round, it was sent, and one of: its holder died
     (the lease ran out: heartbeats renew it while the process lives), the worker it was sent to
-    is not live, its message went unclaimed for ``WORKER_LOST_AFTER`` while a worker serving its
-    queue sat idle (a worker died after taking it but before claiming it), or for
-    ``ROUND_RESEND_AFTER`` whatever the queue (lost by the broker). A round that was never sent
-    is not stuck: it is ready, waiting for its queue's policy to pick it.
+    is not live, it was sent before ``broker_since`` (when the broker restarted empty: its message
+    is gone, so it goes again at once rather than after a timeout), its message went unclaimed for
+    ``WORKER_LOST_AFTER`` while a worker serving its queue sat idle (a worker died after taking it
+    but before claiming it), or for ``ROUND_RESEND_AFTER`` whatever the queue (lost by the broker).
+    A round that was never sent is not stuck: it is ready, waiting for its queue's policy to pick
+    it.
     """
     now = now or timezone.now()
     idle_queues = _idle_queues()
@@ -247,6 +252,8 @@ def reconcile(now=None) -> list[tuple[int, int]]:
             why = f"was held by {e.worker}, which stopped answering"
         elif e.dispatched_to and e.dispatched_to not in live_hosts:
             why = f"was sent to {e.dispatched_to}, which stopped answering"
+        elif broker_since is not None and e.dispatched_at < broker_since and e.claimed_round < nxt:
+            why = f"was lost with the broker, which restarted empty at {broker_since:%H:%M:%S} UTC"
         elif waited > settings.WORKER_LOST_AFTER and e.queue in idle_queues:
             why = f"was not taken by the idle workers of '{e.queue}'"
         elif waited > settings.ROUND_RESEND_AFTER:

@@ -22,6 +22,9 @@ class Worker(models.Model):
     slots = models.PositiveIntegerField(default=1)  # rounds it runs at once (its --concurrency)
     sends = models.PositiveIntegerField(default=0)  # bumped per packed send: two schedulers never pack it at once
     plugins = models.JSONField(default=list, blank=True)  # registry.installed_plugins() of its last heartbeat
+    # The Redis broker's run id at its last heartbeat: another one means Redis restarted since
+    # (workers/broker/watch.py), with the messages it held.
+    broker_run_id = models.CharField(max_length=64, blank=True)
 
     class Meta:
         ordering = ["hostname"]

@@ -22,7 +22,9 @@ from django.conf import settings
 
 from fedweb_engine.components import registry
 from fedweb_engine.spec import legacy as spec_legacy
+from fedweb_engine.spec.components import short_name
 from fedweb_engine.spec.schema import COMPONENT_PATHS, Spec, SpecError, spec_fields
+from fedweb_engine.spec.validation import each_error
 from orchestrator.experiments.launch import checked_spec
 from orchestrator.sweeps.models import SEED_FIELD, SWEEP_MODES
 from orchestrator.sweeps.sweep_error import SweepError
@@ -114,7 +116,8 @@ def with_values(base: dict, point: dict) -> dict:
     """A copy of the spec dict ``base`` (upgraded to today's shape) with each field of ``point``
     set; a point that picks another component leaves out the options that component lacks."""
     # A new sweep, like a new experiment: an old key its component lacks is refused, not dropped.
-    spec = spec_legacy.upgrade(copy.deepcopy(base), strict=True)
+    # A server-side fedprox is judged with the point applied (its swept μ may make it FedProx).
+    spec = spec_legacy.upgrade(copy.deepcopy(base), strict=True, final=False)
     renamed = []
     # Component names first, so that an option axis lands on the component the point selects.
     for field, value in sorted(point.items(), key=lambda item: not item[0].endswith(".name")):
@@ -165,7 +168,7 @@ def _put(spec: dict, dotted: str, value) -> None:
 
 def describe(point: dict) -> str:
     """``mu=0.01 seed=1``: a point as its runs are named."""
-    return " ".join(f"{field.rsplit('.', 1)[-1]}={json.dumps(value)}" for field, value in point.items())
+    return " ".join(f"{short_name(field)}={json.dumps(value)}" for field, value in point.items())
 
 
 def range_errors(base: dict, ranges: dict[str, dict], seed) -> dict[str, list[str]]:
@@ -195,10 +198,11 @@ def expand(base: Any, axes: Any, *, mode: str = "grid", samples: int | None = No
     for point in points(axes, base, mode=mode, samples=samples, sample_seed=sample_seed):
         try:
             spec = checked_spec(with_values(base, point))
-        except SpecError as e:
-            messages = errors.setdefault(f"spec.{e.field}", [])
-            if len(messages) < MAX_ERRORS:
-                messages.append(f"point {describe(point)}: {e}")
+        except SpecError as error:
+            for e in each_error(error):  # every bad field of the point, not only its first
+                messages = errors.setdefault(f"spec.{e.field}", [])
+                if len(messages) < MAX_ERRORS:
+                    messages.append(f"point {describe(point)}: {e}")
             continue
         runs.append((point, spec))
     if errors:

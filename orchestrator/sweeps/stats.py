@@ -8,8 +8,9 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
+from fedweb_engine.spec.components import short_name
 from fedweb_engine.spec.legacy import legacy_field
-from orchestrator.experiments.specs import flatten
+from orchestrator.experiments.specs import flatten, shown_spec
 from orchestrator.experiments.summaries import METRICS, summarize
 from orchestrator.sweeps.models import SEED_FIELD
 
@@ -74,14 +75,14 @@ def run_labels(experiments: list) -> list[str]:
     otherwise list every field one of them lacks (``lr=null ...``). A run whose label would not
     tell it apart (identical specs), or would take more than ``MAX_LABEL_FIELDS`` fields, is
     labelled ``name #id``."""
-    specs = [e.spec for e in experiments]
+    specs = [shown_spec(e) for e in experiments]
     flat = [flatten(s) for s in specs]
     fields = [f for f in differing_fields(specs) if all(run.get(f) is not None for run in flat)]
     if len({json.dumps(f.get(SEED_FIELD)) for f in flat}) > 1 and all(f.get(SEED_FIELD) is not None for f in flat):
         fields.append(SEED_FIELD)
     if len(fields) > MAX_LABEL_FIELDS:
         fields = []
-    lasts = [f.rsplit(".", 1)[-1] for f in fields]
+    lasts = [short_name(f) for f in fields]
     names = [
         last if lasts.count(last) == 1 else ".".join(f.rsplit(".", 2)[-2:])
         for f, last in zip(fields, lasts, strict=True)
@@ -93,10 +94,17 @@ def run_labels(experiments: list) -> list[str]:
     ]
 
 
+def in_statistics(experiment) -> bool:
+    """Whether a run counts in mean ± std and the parallel coordinates: it completed. A run still
+    going (or stopped early) would pool its round 6 with another's round 40 ("Rounds 6 ± 6")."""
+    return experiment.status == "completed"
+
+
 def group(experiments: list, rounds_by_id: dict[int, list[dict]], fields: list[str], value_of=None) -> list[dict]:
     """One row per configuration (the values of ``fields``; ``value_of(experiment, field)`` reads one,
     by default from the spec), in first-seen order: its runs, the seeds, how many finished, and
-    mean ± std over the runs of every metric of ``METRICS``."""
+    mean ± std of every metric of ``METRICS`` over its completed runs (``counted`` of them: a row
+    with fewer says so)."""
     buckets: dict[str, list] = defaultdict(list)
     configs: dict[str, dict] = {}
     for e in experiments:
@@ -109,12 +117,13 @@ def group(experiments: list, rounds_by_id: dict[int, list[dict]], fields: list[s
         config = configs[key]
         row = {
             "config": config,
-            "label": " ".join(f"{f.rsplit('.', 1)[-1]}={json.dumps(v)}" for f, v in config.items()) or "all runs",
+            "label": " ".join(f"{short_name(f)}={json.dumps(v)}" for f, v in config.items()) or "all runs",
             "runs": runs,
             "seeds": [e.spec.get(SEED_FIELD) for e in runs],
             "finished": sum(1 for e in runs if e.is_finished),
+            "counted": sum(1 for e in runs if in_statistics(e)),
         }
-        summaries = [summarize(rounds_by_id.get(e.pk, [])) for e in runs]
+        summaries = [summarize(rounds_by_id.get(e.pk, [])) for e in runs if in_statistics(e)]
         for m in METRICS:
             row[m.key] = mean_std([s[m.key] for s in summaries if s[m.key] is not None])
         rows.append(row)

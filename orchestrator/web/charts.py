@@ -46,6 +46,7 @@ class Chart:
     y_range: tuple[float, float] | None = None
     barmode: str = ""
     optional: str = ""  # drawn only for runs that record this field (or whose spec plans it)
+    note: str = ""  # what its traces are, under it
 
 
 def _chart(frame: round_fields.Chart) -> Chart:
@@ -55,7 +56,7 @@ def _chart(frame: round_fields.Chart) -> Chart:
         for f, p in round_fields.plots_of(frame.id)
     )
     return Chart(frame.id, frame.title, frame.y_title, traces, frame.compare_title, frame.y2_title, frame.y_range,
-                 frame.barmode, frame.optional)  # fmt: skip
+                 frame.barmode, frame.optional, frame.note)  # fmt: skip
 
 
 _ALL = tuple(_chart(c) for c in round_fields.charts())
@@ -231,20 +232,36 @@ def x_formulas() -> dict:
 def dashboard_charts(rounds: list[dict], spec: dict | None = None) -> dict:
     """What the dashboard and the report need to draw and extend their charts (the
     ``charts-data`` script): each chart's figure, and the progress the ETA is computed from.
-    With the run's ``spec``, the per-client and privacy charts it will fill are there from round 0."""
+    With the run's ``spec``, the per-client and privacy charts it will fill are there from round 0.
+    Without one (an external run: a script reports what it measured, often no memory or bytes), a
+    chart none of whose values the run reported is ``hidden`` instead of an empty frame; the page
+    shows it once a round brings one (``static/js/charts.js``) and names the others meanwhile."""
     charts = _charts_for(rounds, spec)
-    panels = [{"id": f"chart-{c.id}", "title": c.title, "memory": c.id == "memory"} for c in charts]
     figures = {f"chart-{c.id}": dashboard_figure(c, rounds) for c in charts}
+    panels = [
+        {
+            "id": f"chart-{c.id}",
+            "title": c.title,
+            "memory": c.id == "memory",
+            "note": c.note,
+            "hidden": spec is None and not any(t["x"] for t in figures[f"chart-{c.id}"]["data"]),
+        }
+        for c in charts
+    ]
     participation = participation_figure(rounds)
     if participation is not None:
-        panels.append({"id": "chart-participation", "title": "Participation per client", "memory": False})
+        panels.append(
+            {"id": "chart-participation", "title": "Participation per client", "memory": False, "hidden": False}
+        )
         figures["chart-participation"] = participation
     return {
         "panels": panels,
+        "unreported": [p["title"] for p in panels if p["hidden"]],
         "figures": figures,
         "last_round": rounds[-1]["round"] if rounds else 0,
         "rounds": len(rounds),
         "round_seconds": sum(r["round_seconds"] or 0.0 for r in rounds),
+        "timed_rounds": sum(1 for r in rounds if r.get("round_seconds") is not None),
         "x_axes": {"": x_axes(rounds)},
         "x_formulas": x_formulas(),
     }
@@ -259,7 +276,7 @@ def compare_charts(series: list[dict]) -> dict:
                "color": PALETTE[i % len(PALETTE)], "dash": CSS_DASH[DASHES[i % len(DASHES)]]} for i, s in enumerate(series)]  # fmt: skip
     return {
         "legend": legend,
-        "panels": [{"id": f"cmp-{c.id}", "title": c.compare_title} for c in charts],
+        "panels": [{"id": f"cmp-{c.id}", "title": c.compare_title, "note": ""} for c in charts],
         "figures": {f"cmp-{c.id}": compare_figure(c, series) for c in charts},
         "x_axes": {str(s["id"]): x_axes(s["rounds"]) for s in series},
         "x_formulas": x_formulas(),

@@ -48,6 +48,9 @@ def bandwidth_estimate(spec: Spec) -> dict:
     sizes = queries.payload_sizes(spec)
     params, down, up = sizes["params"], sizes["down"], sizes["up"]
     c = spec.communication
+    model_down, model_up = sizes["model_down"], sizes["model_up"]
+    extra_down, extra_up = sizes["extra_down"], sizes["extra_up"]
+    client = spec.algorithm.client
     clients = [spec.cohort_size(r) for r in range(1, spec.rounds + 1)]
     total_clients = sum(clients)
     return {
@@ -58,6 +61,11 @@ def bandwidth_estimate(spec: Spec) -> dict:
         "client_rounds": total_clients,
         "down_per_client": down,
         "up_per_client": up,
+        "model_down_per_client": model_down,
+        "model_up_per_client": model_up,
+        "extra_down_per_client": extra_down,
+        "extra_up_per_client": extra_up,
+        "client_algorithm": client.name,
         "down_total": down * total_clients,
         "up_total": up * total_clients,
         "total": (down + up) * total_clients,

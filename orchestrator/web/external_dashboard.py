@@ -1,8 +1,9 @@
 """How an external run's dashboard differs: its config as the spec table, and its "custom metrics"
 section: one chart per group of user-named scalars, the group
-being the name's prefix before '/' ("grad/norm" and "grad/max" share the chart "grad"; a name
-without '/' has its own). ``static/js/custom_metrics.js`` draws them and extends them live from the
-round events' ``custom`` field."""
+being the name's prefix before '/' ("grad/norm" and "grad/max" share the chart "grad/…"; a name
+without '/', or alone in its group, has its own chart under its full name). Every trace keeps its
+full name in the legend, so "grad/norm" is never shown as "grad". ``static/js/custom_metrics.js``
+draws them and extends them live from the round events' ``custom`` field."""
 
 from __future__ import annotations
 
@@ -31,15 +32,18 @@ def custom_charts(experiment) -> dict:
     for name in sorted(series):
         groups.setdefault(group_of(name), []).append(name)
     panels, figures = [], {}
-    for title, names in list(groups.items())[:MAX_CHARTS]:
-        chart_id = "custom-" + re.sub(r"[^A-Za-z0-9_-]", "_", title)
+    for group, names in list(groups.items())[:MAX_CHARTS]:
+        chart_id = "custom-" + re.sub(r"[^A-Za-z0-9_-]", "_", group)
+        title = names[0] if len(names) == 1 else f"{group}/…"
         panels.append({"id": chart_id, "title": title, "names": names})
         data = [{"type": "scatter", "mode": "lines", "name": n, "x": series[n][0], "y": series[n][1]} for n in names]
         layout = {
-            "margin": {"l": 50, "r": 10, "t": 10, "b": 40},
+            "margin": {"l": 50, "r": 10, "t": 30, "b": 40},
             "height": 260,
             "xaxis": {"title": {"text": "round"}},
-            "showlegend": len(names) > 1,
+            # Always: a lone trace's legend still says which metric it is.
+            "showlegend": True,
+            "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
         }
         figures[chart_id] = {"data": data, "layout": layout}
     return {"panels": panels, "figures": figures}

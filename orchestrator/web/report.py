@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from orchestrator.experiments.leak import leak_warnings
-from orchestrator.experiments.models import Experiment
+from orchestrator.experiments.models import Experiment, Kind
 from orchestrator.experiments.public import host_names, redact, redact_events
 from orchestrator.experiments.round_table import rounds_of, table_columns, table_rows
 from orchestrator.experiments.summaries import cells, summarize
@@ -32,7 +32,7 @@ def render_report(experiment: Experiment, *, public: bool = False) -> str:
     hosts = host_names(experiment) if public else []
     ctx = {
         "experiment": experiment,
-        "charts": dashboard_charts(rounds, experiment.spec),
+        "charts": dashboard_charts(rounds, None if experiment.kind == Kind.EXTERNAL else experiment.spec),
         "last_rounds": table_rows(rounds, experiment.spec),
         "table_columns": table_columns(rounds, experiment.spec),
         # The dashboard's summary block: the run summaries the round fields declare.

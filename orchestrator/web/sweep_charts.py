@@ -15,7 +15,7 @@ from orchestrator.web.charts import PALETTE, Chart, chart_layout, figure_json
 
 # A swept numeric field with at most this many distinct values gets one tick per value.
 MAX_VALUE_TICKS = 12
-NO_TARGET_TEXT = "Parallel coordinates appear once a run has a final accuracy."
+NO_TARGET_TEXT = "Parallel coordinates appear once a run has completed with a final accuracy."
 
 
 def _rgba(hex_color: str, alpha: float) -> str:

@@ -10,8 +10,23 @@
       const value = (name) => (form.elements[name] ? form.elements[name].value : undefined);
       return rule.some((alt) => Object.entries(alt).every(([name, values]) => values.includes(value(name))));
     }
+    // A field with data-applied-default (the engine's applied_default) whose rule starts to hold
+    // while it still reads 0 gets that value, as the engine gives it to a spec that leaves it out:
+    // per-client evaluation needs a client test split, which is 0 while the evaluation is off.
+    const applied = new Map(ruled.map(({ el, rule }) => [el, holds(rule)]));
+    function fill(el, rule) {
+      const now = holds(rule), before = applied.get(el);
+      applied.set(el, now);
+      const input = el.querySelector("input");
+      if (!el.dataset.appliedDefault || !now || before || !input || Number(input.value) !== 0) return;
+      input.value = JSON.parse(el.dataset.appliedDefault);
+      input.dispatchEvent(new Event("input", { bubbles: true }));
+    }
     function show() {
-      for (const { el, rule } of ruled) el.hidden = !holds(rule) && !el.classList.contains("invalid");
+      for (const { el, rule } of ruled) {
+        fill(el, rule);
+        el.hidden = !holds(rule) && !el.classList.contains("invalid");
+      }
     }
     show();
     form.addEventListener("change", show);

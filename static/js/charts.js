@@ -20,12 +20,14 @@
   const $ = (id) => document.getElementById(id);
 
   // A round's number by a formula the server sends as data (fedweb_engine/results/round_fields.py
-  // Formula: the sum of `keys`, null if one is missing, divided by `per` (null unless > 0), times
-  // `scale`); the one evaluator of those formulas in the pages. `cumulative` is the caller's.
+  // Formula: the sum of `keys`, null if one is missing, less the sum of `minus` (a missing one is 0),
+  // null for a 0 when `nonzero`, divided by `per` (null unless > 0), times `scale`); the one
+  // evaluator of those formulas in the pages. `cumulative` is the caller's.
   function value(formula, m) {
     const vs = formula.keys.map((k) => m[k]);
     if (vs.some((v) => v === null || v === undefined)) return null;
-    let total = vs.reduce((a, b) => a + b, 0);
+    let total = vs.reduce((a, b) => a + b, 0) - (formula.minus || []).reduce((a, k) => a + (m[k] || 0), 0);
+    if (formula.nonzero && total === 0) return null;
     if (formula.per) {
       if (!(m[formula.per] > 0)) return null;
       total /= m[formula.per];
@@ -223,6 +225,23 @@
         }
       }
       renderAll();
+      reveal();
+    }
+
+    // A chart the run had reported nothing for is hidden (orchestrator/web/charts.py): it shows with
+    // its first point, and the note naming the charts still empty follows.
+    function reveal() {
+      for (const [id, fig] of Object.entries(base)) {
+        const panel = $(id) && $(id).closest(".chart-panel");
+        if (!panel || !panel.hidden || !fig.data.some((t) => t.x.length)) continue;
+        panel.hidden = false;
+        if (window.Plotly) Plotly.Plots.resize($(id));
+      }
+      const note = $("charts-unreported");
+      if (!note) return;
+      const empty = [...document.querySelectorAll(".chart-panel[hidden]")].map((p) => p.dataset.title);
+      note.hidden = !empty.length;
+      note.querySelector("span").textContent = empty.join(", ");
     }
 
     function download(id, format) {

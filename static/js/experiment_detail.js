@@ -8,7 +8,8 @@
 
   const page = JSON.parse($("page-data").textContent);
   const charts = JSON.parse($("charts-data").textContent);
-  const progress = { last: charts.last_round, rounds: charts.rounds, seconds: charts.round_seconds };
+  // seconds: Σ round time of the `timed` rounds (an external run may report no round time at all).
+  const progress = { last: charts.last_round, rounds: charts.rounds, seconds: charts.round_seconds, timed: charts.timed_rounds };
 
   // -- charts: drawn by static/js/charts.js, extended by the rounds that arrive live ---------------
   const drawn = window.FedWebCharts ? FedWebCharts.init(charts) : null;
@@ -23,7 +24,7 @@
     if (m.round <= progress.last) return false; // the socket resumes after the last round drawn
     progress.last = m.round;
     progress.rounds += 1;
-    progress.seconds += m.round_seconds || 0;
+    if (m.round_seconds !== null && m.round_seconds !== undefined) { progress.seconds += m.round_seconds; progress.timed += 1; }
     if (!pending.length) requestAnimationFrame(appendRounds);
     pending.push(m);
     return true;
@@ -88,15 +89,24 @@
     tick();
   }
 
+  // Elapsed is wall-clock time (pauses and queueing included, as its label says); "Training" is what
+  // the rounds themselves took. The ETA is per round: their measured time when they report one, else
+  // (a script that reports no round time) the wall clock per round so far, marked "≈".
   function tick() {
+    let elapsed = null;
     if (page.started) {
       const end = page.finished ? new Date(page.finished) : new Date();
-      setText("st-elapsed", duration((end - new Date(page.started)) / 1000));
+      elapsed = (end - new Date(page.started)) / 1000;
+      setText("st-elapsed", duration(elapsed));
     }
-    if (["queued", "running"].includes(page.status) && progress.rounds) {
-      setText("st-eta", duration((progress.seconds / progress.rounds) * (page.total_rounds - progress.last)));
-    } else {
+    setText("st-training", progress.timed ? duration(progress.seconds) : "–");
+    const left = page.total_rounds - progress.last;
+    if (!["queued", "running"].includes(page.status) || !progress.rounds || left <= 0) {
       setText("st-eta", page.status === "completed" ? "done" : "–");
+    } else if (progress.timed) {
+      setText("st-eta", duration((progress.seconds / progress.timed) * left));
+    } else {
+      setText("st-eta", elapsed !== null && progress.last ? `≈ ${duration((elapsed / progress.last) * left)}` : "–");
     }
   }
 

@@ -61,8 +61,12 @@
     if (!showWhy("bandwidth", BW, answer)) return;
     const body = answer.body;
     $("bw-model").textContent = `${body.params.toLocaleString()} params (${bytes(4 * body.params)} fp32)`;
-    $("bw-down-client").textContent = `${bytes(body.down_per_client)} (${body.downlink})`;
-    $("bw-up-client").textContent = `${bytes(body.up_per_client)} (${body.uplink})`;
+    // The model and the update with their links' codecs; a client algorithm's extras (SCAFFOLD's
+    // control variates) beside them, always fp32: the split shows which codec saves what.
+    const split = (model, codec, extra) => `${bytes(model)} (${codec})` +
+      (extra ? ` + ${bytes(extra)} ${body.client_algorithm} (fp32) = ${bytes(model + extra)}` : "");
+    $("bw-down-client").textContent = split(body.model_down_per_client, body.downlink, body.extra_down_per_client);
+    $("bw-up-client").textContent = split(body.model_up_per_client, body.uplink, body.extra_up_per_client);
     // Whole-run totals need the rounds: while that field is invalid they say so instead.
     const unknown = Object.values(body.unknown || {}).flat();
     note.hidden = !unknown.length;

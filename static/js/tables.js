@@ -1,6 +1,7 @@
 // Tables the reader sorts and trims: a click on a heading with data-sort sorts the rows by that
 // column (again: the other way), reading each cell's data-value (or its text); a "Columns" picker
-// (templates/orchestrator/_column_picker.html) hides metric columns, remembered in localStorage.
+// (templates/orchestrator/_column_picker.html) hides metric columns, remembered in localStorage; a table
+// wider than its box (.scroll-x) scrolls inside it, with a line under it while columns are out of sight.
 (function () {
   "use strict";
 
@@ -59,6 +60,19 @@
     });
   }
 
+  // A box that scrolls its table sideways (.scroll-x) says so under it while there is more to see.
+  function cue(box) {
+    const line = document.createElement("div");
+    line.className = "scroll-cue";
+    line.textContent = "Scroll sideways for more columns →";
+    box.after(line);
+    const update = () => { line.hidden = box.scrollLeft + box.clientWidth >= box.scrollWidth - 1; };
+    box.addEventListener("scroll", update, { passive: true });
+    if (window.ResizeObserver) new ResizeObserver(update).observe(box);
+    update();
+  }
+
   document.querySelectorAll("table.sortable").forEach(setUp);
+  document.querySelectorAll(".scroll-x").forEach(cue);
   window.FedWebTables = { sortBy };
 })();

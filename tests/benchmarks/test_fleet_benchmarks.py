@@ -42,7 +42,7 @@ def test_it_registers_the_fleet_benchmarks_but_leaves_them_out_of_all():
     assert {"distributed", "viewers", "e2e_overhead"} <= set(BENCHMARKS)
     assert NOT_IN_ALL == {
         "distributed", "recovery", "socket_close", "viewers", "client_log", "e2e_overhead", "algorithms", "client_state",
-        "ingest_live",
+        "ingest_live", "search", "web_startup", "runs_table",
     }  # fmt: skip
 
 

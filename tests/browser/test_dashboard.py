@@ -157,7 +157,7 @@ def test_it_reloads_mid_run_and_reconnects_without_duplicate_points(page, alice,
         page.wait_for_function("() => document.getElementById('status-badge').textContent === 'completed'")
         for chart in CHARTS:
             for name, visible, xs, _ in drawn(page, chart):
-                if name.startswith("VRAM"):  # a CPU run: hidden and empty
+                if name.startswith("VRAM") or "beside the" in name:  # a CPU run; FedAvg sends nothing beside
                     assert (visible, xs) == (False, []), (chart, name)
                 else:
                     assert (visible, xs) == (True, list(range(1, total + 1))), (chart, name)  # in order, once each
@@ -185,7 +185,7 @@ def test_it_overlays_two_experiments_on_the_compare_page(page, alice, daphne):
     a.refresh_from_db()
     b.refresh_from_db()
     # Each run by its short label (the fields that differ), the same in the page's one legend.
-    assert sorted(names) == sorted(run_labels([a, b])) and "name=fedavg" in " ".join(names)
+    assert sorted(names) == sorted(run_labels([a, b])) and "client=fedavg" in " ".join(names)
     # Each legend item: its swatch, its label, then its "to target" figures.
     legend = page.locator("#chart-legend .legend-item").evaluate_all(
         "els => els.map(e => e.childNodes[1].textContent.trim())"
@@ -194,6 +194,6 @@ def test_it_overlays_two_experiments_on_the_compare_page(page, alice, daphne):
     assert sorted(len(x) for x in trace_xs(page, "cmp-accuracy")) == [4, 6]
     for chart in ("cmp-loss", "cmp-memory", "cmp-bandwidth"):
         assert page.locator(f"#{chart} .main-svg").count() > 0
-    assert "algorithm.name" in page.text_content("#differences")
+    assert "algorithm.client.name" in page.text_content("#differences")  # FedProx is the client algorithm
     assert round_result(1)["test_accuracy"] in page.evaluate("() => document.getElementById('cmp-accuracy').data[0].y")
     assert page.errors == []

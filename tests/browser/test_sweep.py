@@ -43,7 +43,7 @@ def test_it_runs_a_4_by_3_sweep_from_the_form_and_charts_mean_and_std(page, djan
     log_in(page, base, "alice", "alice-password")
     page.goto(f"{base}/sweeps/new/?preset=fedprox-stragglers")
     # The base spec in the New experiment form's fields (the preset filled them), not raw JSON.
-    assert page.input_value("#id_algorithm__name") == "fedprox" and page.input_value("#id_base_spec") == ""
+    assert page.input_value("#id_algorithm__client__name") == "fedprox" and page.input_value("#id_base_spec") == ""
     assert page.is_visible("#field-algorithm__client__options__fedprox__mu")  # FedProx is a client algorithm now
     assert page.is_hidden("#field-model__options__mlp__hidden")
     page.fill("#id_name", "fedprox mu")

@@ -215,6 +215,20 @@ def test_a_client_algorithms_extras_are_counted_in_the_bytes_each_way(client, up
         assert len(make_codec("fp32", [650]).encode_one(c)) == 2616
 
 
+@pytest.mark.parametrize(
+    "client,extra_down,extra_up", [({"name": "fedavg"}, 0, 0), ({"name": "scaffold"}, 10 * 2616, 10 * 2616)]
+)
+def test_a_round_splits_its_bytes_into_the_model_with_its_codec_and_the_extras_in_fp32(client, extra_down, extra_up):
+    # fp16 on both links: the model and the update are fp16 payloads (16 + 2·650 = 1,316 bytes a
+    # client), SCAFFOLD's c and Δc_i fp32 ones beside them; the round says which is which.
+    data = {**SHARDS["data"], "image_size": 8}
+    spec = _spec(client, rounds=1, data=data, communication={"uplink": "fp16", "downlink": "fp16"})
+    _, (result,) = _run(spec)
+    assert (result.bytes_extra_down, result.bytes_extra_up) == (extra_down, extra_up)
+    assert result.bytes_down - result.bytes_extra_down == 10 * 1316
+    assert result.bytes_up - result.bytes_extra_up == 10 * 1316
+
+
 def test_an_algorithm_naming_an_extra_it_does_not_have_is_refused():
     class Typo(Scaffold):
         uploads = ("c_detla",)

@@ -169,6 +169,4 @@ def test_every_builtin_fits_its_contract_and_builds_what_its_protocol_says():
 def test_the_robust_strategies_are_whole_cohort_and_the_others_streaming():
     kinds = {c.name: contracts.strategy_protocol(c.traits).__name__ for c in registry.components("strategy")}
     assert {kinds[n] for n in ("median", "trimmed_mean", "krum")} == {"CohortStrategy"}
-    assert {kinds[n] for n in ("fedavg", "fedavgm", "fedprox", "fedadam", "fedyogi", "fedadagrad")} == {
-        "StreamingStrategy"
-    }
+    assert {kinds[n] for n in ("fedavg", "fedavgm", "fedadam", "fedyogi", "fedadagrad")} == {"StreamingStrategy"}

@@ -62,7 +62,8 @@ def test_it_carries_the_update_norm_from_the_engine_to_the_table_the_csv_and_its
     charts = dashboard_charts(rounds, experiment.spec)
     (trace,) = charts["figures"]["chart-update_norm"]["data"]
     assert trace["y"] == pytest.approx([result["update_norm"]]) and trace["meta"]["keys"] == ["update_norm"]
-    assert {"id": "chart-update_norm", "title": "Update norm", "memory": False} in charts["panels"]
+    panel = {"id": "chart-update_norm", "title": "Update norm", "memory": False, "note": "", "hidden": False}
+    assert panel in charts["panels"]
     # A run recorded before the field (or an external one) has no such chart.
     assert "chart-update_norm" not in dashboard_charts([{**rounds[0], "update_norm": None}], None)["figures"]
 

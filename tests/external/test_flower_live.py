@@ -112,7 +112,6 @@ def test_a_flower_run_reports_every_round_to_fedweb(daphne, api_token, tmp_path)
         assert m.test_accuracy == pytest.approx(result.evaluate_metrics_clientapp[m.round]["eval_acc"])
     custom = dict(CustomMetric.objects.filter(experiment=experiment).values_list("round", "values"))
     assert custom[ROUNDS]["server/w_error"] == pytest.approx(result.evaluate_metrics_serverapp[ROUNDS]["w_error"])
-    assert custom[1]["train/grad_steps"] == pytest.approx(
-        5
-    )  # Flower weighs the replies: 4.999999999999999 in one order
+    # Flower weighs the replies: 4.999999999999999 in one order.
+    assert custom[1]["train/grad_steps"] == pytest.approx(5)
     assert rows[-1].train_loss < rows[0].train_loss  # it learned

@@ -222,3 +222,16 @@ def test_a_new_policy_is_one_registered_function_with_its_options(monkeypatch):
     assert sent == [(2, "w1"), (1, "w1")]
     with pytest.raises(ValueError, match="policy: 'newest' is already registered"):
         policies.policy("newest")(_newest)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_background_candidate_goes_after_every_other_whatever_the_policy(policy):
+    # The demo: queued first, top priority, shortest, least served, and waiting past the age boost.
+    demo = cand(1, submitted=0.0, ready_since=0.0, priority=1000, round_seconds=0.1, rounds_left=1, background=True)
+    users = [cand(2, round_seconds=60.0, rounds_left=500), cand(3, priority=-1000)]
+    ready = [demo, *users]
+
+    ordered = ids(order(policy, ready, view(service_seconds={"user:2": 1e6, "user:3": 1e6})))
+
+    assert ordered[-1] == 1 and sorted(ordered[:-1]) == [2, 3]
+    assert ids(order(policy, [demo], view())) == [1]  # alone, it runs

@@ -12,3 +12,8 @@ def test_it_describes_each_demo_from_its_own_spec():
         assert f"over {spec.data.num_clients} clients" in text and f"the {spec.model.name} model" in text, preset
     quickstart = preset_spec("quickstart").replace(compute={"device": "cpu"}, **FINISHED_DEMOS["quickstart"])
     assert "8×8 digits" in describe("quickstart", quickstart) and "28×28" not in describe("quickstart", quickstart)
+
+
+def test_the_fedprox_demo_says_its_clients_are_fedprox_with_their_mu():
+    spec = preset_spec("fedprox-stragglers").replace(compute={"device": "cpu"}, **FINISHED_DEMOS["fedprox-stragglers"])
+    assert "rounds of fedavg with fedprox clients (μ = 1)," in describe("fedprox-stragglers", spec)

@@ -115,13 +115,17 @@ def test_it_links_to_its_compare_view_and_answers_its_live_json(world):
         RoundMetric.record(e, metrics(1))
     body = _client(world.viewer).get(reverse("sweep_live", args=[world.sweep.pk])).json()
     assert body["progress"].count("of 4 runs finished") == 1 and body["rows"].count("<tr") == 2
+    assert set(body["figures"]) == {"sweep-test_accuracy", "sweep-test_loss"}  # parcoords: completed runs only
+    Experiment.objects.filter(pk=world.sweep.experiments.first().pk).update(status="completed")
+    body = _client(world.viewer).get(reverse("sweep_live", args=[world.sweep.pk])).json()
     assert set(body["figures"]) == {"sweep-test_accuracy", "sweep-test_loss", "sweep-parallel"}
+    assert "1 of 2 in the figures" in body["rows"]
     assert _client(world.other).get(reverse("sweep_live", args=[world.sweep.pk])).status_code == 404
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_search_s_decision_reaches_the_socket_which_then_hears_the_runs_created_since(world):
-    tpe = create_sweep(owner=world.owner, name="tpe", base=BASE, axes={"seed": [0]}, mode="tpe",
+    tpe = create_sweep(owner=world.owner, name="tpe", base={**TINY_SPEC, "algorithm": {"client": {"name": "fedprox"}}}, axes={"seed": [0]}, mode="tpe",
                        search={"budget": 3, "ranges": {"local.lr": {"low": 0.01, "high": 0.1, "log": True}}},
                        team=world.team, visibility="team")  # fmt: skip
     first = tpe.experiments.get()

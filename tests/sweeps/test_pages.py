@@ -74,7 +74,8 @@ def test_it_names_the_field_of_each_form_error(alice, overrides, field, message)
 
 def test_it_prefills_the_form_from_a_preset_and_from_a_cloned_sweep(alice, user, enqueued):
     page = alice.get(reverse("sweep_new") + "?preset=fedprox-stragglers")
-    assert page.context["form"].initial["algorithm__name"] == "fedprox"  # in the component fields
+    initial = page.context["form"].initial  # in the component fields: FedProx is the client algorithm
+    assert initial["algorithm__client__name"] == "fedprox" and initial["algorithm__name"] == "fedavg"
     sweep = create_sweep(owner=user, name="mu", base=BASE, axes={"algorithm.mu": [0, 1], "seed": [4, 5]})
     initial = alice.get(reverse("sweep_new") + f"?clone={sweep.pk}").context["form"].initial
     assert initial["axes"] == "algorithm.mu: [0, 1]" and initial["seeds"] == "4, 5"
@@ -85,7 +86,7 @@ def test_it_prefills_the_form_from_a_preset_and_from_a_cloned_sweep(alice, user,
 def test_it_creates_a_sweep_from_the_new_experiment_form_s_component_fields(alice, enqueued):
     fields = form_data(
         rounds="4",
-        algorithm__name="fedprox",
+        algorithm__client__name="fedprox",
         model__name="mlp",
         model__options__mlp__hidden="16",
         model__options__vgg__width="0",
@@ -151,3 +152,14 @@ def test_it_groups_compared_runs_by_the_fields_that_differ(alice, user, enqueued
     assert "0.6100 ± 0.0141" in page.content.decode()
     ungrouped = alice.get(reverse("experiment_compare") + f"?ids={ids}")
     assert "groups" not in ungrouped.context and 'id="group-runs"' in ungrouped.content.decode()
+
+
+def test_it_asks_before_cancelling_every_run_of_a_sweep(alice, user, enqueued):
+    sweep = create_sweep(owner=user, name="mu", base=BASE, axes={"algorithm.mu": [0, 1]})
+
+    asked = alice.post(reverse("sweep_cancel", args=[sweep.pk]))
+
+    assert asked.status_code == 200 and b"Its 2 unfinished runs stop" in asked.content
+    assert set(sweep.experiments.values_list("status", flat=True)) == {"queued"}
+    alice.post(reverse("sweep_cancel", args=[sweep.pk]), {"confirm": "yes"})
+    assert set(sweep.experiments.values_list("status", flat=True)) == {"cancelled"}

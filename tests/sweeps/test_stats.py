@@ -12,8 +12,9 @@ from orchestrator.sweeps.stats import group
 from tests.factories import round_result
 
 
-def _run(pk: int, seed: int) -> SimpleNamespace:
-    return SimpleNamespace(pk=pk, spec={"seed": seed, "local": {"lr": 0.1}}, is_finished=True)
+def _run(pk: int, seed: int, status: str = "completed") -> SimpleNamespace:
+    return SimpleNamespace(pk=pk, spec={"seed": seed, "local": {"lr": 0.1}}, status=status,
+                           is_finished=status in ("completed", "cancelled", "failed"))  # fmt: skip
 
 
 def test_it_pools_every_declared_run_summary_over_the_seeds():
@@ -33,3 +34,21 @@ def test_it_pools_every_declared_run_summary_over_the_seeds():
     assert row["best_loss"] == pytest.approx((0.7, 0.1 * 2**0.5))
     assert row["rounds"] == pytest.approx((1.5, 0.5**0.5))
     assert row["label"] == "lr=0.1" and row["seeds"] == [0, 1, 2]
+
+
+def test_it_pools_only_the_completed_runs_and_says_how_many():
+    # 1 of 2 seeds done: the running one's 6 rounds so far are no result ("Rounds 6 ± 6" was).
+    runs = [_run(1, 0), _run(2, 1, status="running")]
+    rounds = {1: [round_result(n, test_accuracy=0.1 * n) for n in range(1, 13)], 2: [round_result(1)]}
+
+    [row] = group(runs, rounds, ["local.lr"])
+
+    assert (row["finished"], row["counted"]) == (1, 1)
+    assert row["rounds"] == (12, 0.0) and row["final_accuracy"] == pytest.approx((1.2, 0.0))
+    assert row["seconds"] == pytest.approx((6.0, 0.0))
+
+
+def test_a_configuration_with_no_completed_run_has_no_statistics_yet():
+    [row] = group([_run(1, 0, status="running")], {1: [round_result(1)]}, ["local.lr"])
+
+    assert row["counted"] == 0 and row["rounds"] == (None, None) and row["final_accuracy"] == (None, None)

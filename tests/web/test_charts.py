@@ -48,11 +48,12 @@ def test_it_hides_a_trace_until_it_has_a_point():
 
 def test_it_draws_the_bandwidth_beside_the_fp32_formula_on_two_axes():
     figure = dashboard_charts([round_result(1), round_result(2)])["figures"]["chart-bandwidth"]
-    assert _trace(figure, "fp32 formula")["y"] == [0.032, 0.032]
-    assert _trace(figure, "Σ formula")["y"] == [0.032, 0.064] and _trace(figure, "Σ formula")["yaxis"] == "y2"
+    assert _trace(figure, "fp32 formula, this round")["y"] == [0.032, 0.032]
+    total = _trace(figure, "Σ fp32 formula")
+    assert total["y"] == [0.032, 0.064] and total["yaxis"] == "y2"
     # The formula counts down + up: the bars stack up and down so both read in the same units.
     assert figure["layout"]["yaxis2"]["overlaying"] == "y" and figure["layout"]["barmode"] == "stack"
-    assert _trace(figure, "up")["y"][0] + _trace(figure, "down")["y"][0] == 0.008
+    assert _trace(figure, "up: updates")["y"][0] + _trace(figure, "down: model")["y"][0] == 0.008
     # An overlaying axis would sync its ticks to the left axis' grid (10.49, 20.98); auto gives round ones.
     assert figure["layout"]["yaxis2"]["tickmode"] == "auto" and figure["layout"]["yaxis2"]["autorange"] is True
     assert "template" not in figure["layout"]  # plotly.js's defaults, no Python theme shipped to the page
@@ -186,3 +187,19 @@ def test_it_keeps_the_participation_histogram_on_its_own_x_axis():
     figure = charts["figures"]["chart-participation"]
     assert figure["own_x"] is True and figure["layout"]["xaxis"]["title"]["text"].startswith("times sampled")
     assert not any(f.get("own_x") for k, f in charts["figures"].items() if k != "chart-participation")
+
+
+def test_it_splits_the_bandwidth_bars_into_the_model_and_what_travels_beside_it():
+    # A SCAFFOLD round: 3 MB of fp16 model down and 4 MB of fp32 control variates beside it.
+    scaffold = round_result(
+        1, bytes_down=7_000_000, bytes_extra_down=4_000_000, bytes_up=5_000_000, bytes_extra_up=4_000_000
+    )
+    figure = dashboard_charts([scaffold])["figures"]["chart-bandwidth"]
+    assert _trace(figure, "down: model")["y"] == [3.0] and _trace(figure, "down: beside the model (fp32)")["y"] == [4.0]
+    assert _trace(figure, "up: updates")["y"] == [1.0] and _trace(figure, "up: beside the updates (fp32)")["y"] == [4.0]
+    plain = dashboard_charts([round_result(1, bytes_extra_down=0, bytes_extra_up=0)])["figures"]["chart-bandwidth"]
+    assert _trace(plain, "down: beside the model (fp32)")["visible"] is False  # FedAvg sends nothing beside it
+    old = dashboard_charts([round_result(1, bytes_extra_down=None)])["figures"]["chart-bandwidth"]
+    assert _trace(old, "down: model")["y"] == [0.004]  # a round recorded before the split: all of it is the model
+    panel = next(p for p in dashboard_charts([scaffold])["panels"] if p["id"] == "chart-bandwidth")
+    assert "fp32 formula: the same round uncompressed" in panel["note"] and "Σ lines" in panel["note"]

@@ -87,7 +87,8 @@ def test_it_prefills_the_form_from_a_preset(alice_client):
     response = alice_client.get("/experiments/new/?preset=fedprox-stragglers")
     form = response.context["form"]
     assert (
-        form.initial["algorithm__name"] == "fedprox" and form.initial["algorithm__client__options__fedprox__mu"] == 1.0
+        form.initial["algorithm__client__name"] == "fedprox"
+        and form.initial["algorithm__client__options__fedprox__mu"] == 1.0
     )
     assert form.initial["heterogeneity__straggler_fraction"] == 0.9 and form.initial["name"] == "fedprox-stragglers"
     html = response.content.decode()

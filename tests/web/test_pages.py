@@ -181,7 +181,10 @@ def test_it_pauses_resumes_and_cancels(alice_client, user, enqueued):
     assert Experiment.objects.get().status == "paused"
     alice_client.post(f"/experiments/{experiment.pk}/resume/")
     assert Experiment.objects.get().status == "queued"
-    alice_client.post(f"/experiments/{experiment.pk}/cancel/")
+    asked = alice_client.post(f"/experiments/{experiment.pk}/cancel/")  # cannot be undone: the page asks first
+    assert asked.status_code == 200 and b"Yes, cancel it" in asked.content and b"Keep it running" in asked.content
+    assert Experiment.objects.get().status == "queued"
+    alice_client.post(f"/experiments/{experiment.pk}/cancel/", {"confirm": "yes"})
     assert Experiment.objects.get().status == "cancelled"
     response = alice_client.post(f"/experiments/{experiment.pk}/pause/", follow=True)
     assert "Could not pause an experiment that is cancelled" in response.content.decode()
@@ -212,6 +215,18 @@ def test_it_previews_the_bandwidth_of_the_form_values(alice_client):
     assert body["down_per_client"] == 16 + 4 * params  # fp32 payload: header + data
     assert body["up_per_client"] < body["down_per_client"] / 3  # int8
     assert body["total"] == (body["down_per_client"] + body["up_per_client"]) * 50
+
+
+def test_it_previews_a_client_algorithms_extras_apart_from_the_model_and_its_codec(alice_client):
+    query = form_data(model__name="logistic", data__options__digits__image_size="8", rounds="10",
+                      participation__clients_per_round="5", communication__uplink__name="fp16",
+                      communication__downlink__name="fp16", algorithm__client__name="scaffold")  # fmt: skip
+    body = alice_client.get("/experiments/new/bandwidth.json", query).json()
+    # P = 650: fp16 model and update (16 + 2·650), SCAFFOLD's c and Δc_i in fp32 (16 + 4·650) beside them.
+    assert (body["model_down_per_client"], body["model_up_per_client"]) == (1316, 1316)
+    assert (body["extra_down_per_client"], body["extra_up_per_client"]) == (2616, 2616)
+    assert body["up_per_client"] == 1316 + 2616 and body["total"] == 2 * (1316 + 2616) * 50
+    assert body["client_algorithm"] == "scaffold"
 
 
 def test_it_names_the_field_when_a_preview_input_is_invalid(alice_client):

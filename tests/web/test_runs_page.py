@@ -179,8 +179,8 @@ def test_the_compare_page_takes_a_query_and_follows_the_table_s_grouping(runs):
     groups = dict(re.findall(r"<tr><td>([^<]*)</td><td>((?:#\d+ )+)", html))
     ids = lambda *rs: "".join(f"#{r.pk} " for r in rs)  # noqa: E731
     assert groups == {
-        "name=&quot;scaffold&quot;": ids(runs.r4, runs.r3, runs.r2),
-        "name=&quot;fedavg&quot;": ids(runs.r1),
+        "client=&quot;scaffold&quot;": ids(runs.r4, runs.r3, runs.r2),
+        "client=&quot;fedavg&quot;": ids(runs.r1),
     }
     figures = re.search(r'<script id="charts-data" type="application/json">(.*?)</script>', html, re.S).group(1)
     assert figures.count('"role": "mean"') >= 2  # a band per group on the charts

@@ -139,3 +139,14 @@ def test_a_queued_run_with_nothing_ahead_and_a_live_worker_shows_no_wait(alice_c
     html = alice_client.get(f"/experiments/{experiment.pk}/").content.decode()
 
     assert waiting_line(html) == (False, "")
+
+
+def test_a_background_run_such_as_the_demo_is_never_ahead_of_a_users_run(alice_client, user, other_user):
+    Worker.objects.create(hostname="cpu0@box", queue="cpu")
+    demo = running(other_user, rounds_done=2, total=200, round_seconds=1.5, name="Demo: live quickstart")
+    Experiment.objects.filter(pk=demo.pk).update(background=True)
+    experiment = queued(user, "cpu", "cpu")
+
+    html = alice_client.get(f"/experiments/{experiment.pk}/").content.decode()
+
+    assert waiting_line(html) == (False, "")  # not "behind 1 running experiment ... about 5 min"

@@ -83,9 +83,9 @@ def test_a_fresh_worker_loads_the_state_and_replays_nothing(user):
     loads = [m for m in _messages(e, "info") if "loaded the state of round" in m]
     assert len(loads) == 5 and loads[0].startswith("Round 2 on w2: loaded the state of round 1 in ")
     assert loads[0].endswith("s (data cached)")  # the data this process built for round 1
-    # The newest two states only (and the full checkpoints every CHECKPOINT_EVERY rounds).
+    # Completed: no round state is kept (its final checkpoint is its model; tests/experiments/test_disk.py).
     folder = state_files.state_path(e.pk, 0).parent
-    assert sorted(p.name for p in folder.glob("state-*")) == ["state-000005.safetensors", "state-000006.safetensors"]
+    assert sorted(p.name for p in folder.glob("state-*")) == []
 
 
 def test_a_held_simulation_behind_the_experiment_loads_the_newer_state(user):

@@ -43,16 +43,12 @@ def test_it_runs_all_rounds_and_keeps_the_last_checkpoints(user):
     assert e.status == Status.COMPLETED and e.current_round == 5 and e.finished
     assert _rounds(e) == [1, 2, 3, 4, 5]
     assert e.rounds.get(round=5).test_accuracy is not None
-    # every 2 rounds and at the end, keeping the last 2: round 2's file is gone
-    assert list(Checkpoint.objects.filter(experiment=e).values_list("round", flat=True)) == [4, 5]
+    # Every 2 rounds and at the end; completed, it keeps its final one (FEDWEB_FINISHED_CHECKPOINTS_KEEP)
+    # and no round state: nothing runs from it again (orchestrator/storage/disk_use.py).
+    assert list(Checkpoint.objects.filter(experiment=e).values_list("round", flat=True)) == [5]
     assert all(Path(c.path).exists() and c.size_bytes > 0 for c in e.checkpoints.all())
     folder = Path(e.checkpoints.first().path).parent
-    assert sorted(p.name for p in folder.iterdir()) == [
-        "round-000004.safetensors",
-        "round-000005.safetensors",
-        "state-000004.safetensors",  # the round state of the newest two rounds (workers/state_files.py)
-        "state-000005.safetensors",
-    ]
+    assert sorted(p.name for p in folder.iterdir()) == ["round-000005.safetensors"]
 
 
 def test_it_enqueues_the_next_round_on_the_experiments_queue(user, enqueued):

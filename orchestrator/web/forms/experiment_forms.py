@@ -5,9 +5,10 @@ Field names are the dotted spec names with ``__`` for the dot (``data__alpha``),
 field per registered component and option (``model__options__vgg__width``), shown only while
 that component is selected; only the selected component's options go into the spec, and an
 error on ``model.options.width`` lands on the selected component's input. ``spec_dict()`` is the
-spec the inputs describe; ``save()`` hands it to ``create_experiment``, where it is checked, stored
-and queued, and puts a refusal (``SpecError``) beside its input: what the form accepts is exactly
-what the engine runs, and a view only handles the form.
+spec the inputs describe; ``clean()`` has the engine check it (``checked_spec``) and puts every
+refusal beside its input at once; ``save()`` hands the checked spec to ``create_experiment``, which
+stores and queues it: what the form accepts is exactly what the engine runs, and a view only
+handles the form.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from django import forms
 from django.conf import settings
 
 from fedweb import inputs
+from fedweb_engine.spec.components import COMPONENT_LABELS
 from fedweb_engine.spec.schema import COMPONENT_PATHS, SECTIONS, Spec, SpecError, option_key, spec_fields
-from orchestrator.experiments.launch import create_experiment
+from fedweb_engine.spec.validation import each_error
+from orchestrator.experiments.launch import checked_spec, create_experiment
 from orchestrator.experiments.models import Experiment
 from orchestrator.web.forms.owned_forms import OwnedForm
 
@@ -38,7 +41,7 @@ def spec_field(dotted: str, meta: dict) -> forms.Field:
     kind, default, help_text = meta["type"], meta["default"], meta["help"]
     shown_default = "none" if default is None else json.dumps(default)
     common = {
-        "label": dotted.split(".")[-1].replace("_", " "),
+        "label": _label(dotted),
         "help_text": f"{help_text} Default: {shown_default}.",
         "error_messages": {"required": f"{dotted} is required"},
     }
@@ -68,6 +71,19 @@ def spec_field(dotted: str, meta: dict) -> forms.Field:
     if kind == "float":
         return forms.FloatField(widget=forms.NumberInput(attrs={"step": "any", **attrs}), **common)
     return forms.CharField(required=meta["nullable"] is False and default is not None, **common)
+
+
+def _label(dotted: str) -> str:
+    """The input's label: what a component choice selects (Server strategy, Uplink codec), a link
+    codec's option with its link (uplink ratio), any other field by its name."""
+    path, _, last = dotted.rpartition(".")
+    if last == "name" and path in COMPONENT_LABELS:
+        return COMPONENT_LABELS[path][0]
+    link = next(
+        (p for p in ("communication.uplink", "communication.downlink") if dotted.startswith(p + ".options.")), None
+    )
+    name = last.replace("_", " ")
+    return f"{COMPONENT_LABELS[link][1]} {name}" if link else name
 
 
 # Fields whose largest accepted value depends on other fields (the engine's bound is only the outer one).
@@ -152,6 +168,7 @@ class ShownField(NamedTuple):
     field: forms.BoundField
     applies_when: str  # JSON rule, "" when the field always applies
     wide: bool
+    applied_default: str = ""  # the value the page fills in when the rule starts to hold (the engine's too)
 
 
 def spec_initial(spec: dict) -> dict:
@@ -200,23 +217,42 @@ class ExperimentForm(OwnedForm):
         for dotted, meta in spec_fields().items():
             if dotted not in HIDDEN_SPEC_FIELDS:
                 self.fields[form_name(dotted)] = spec_field(dotted, meta)
+        self.spec: Spec | None = None
+        self.engine_errors: list[SpecError] = []  # the engine's own, with the fields each rule ties
 
     def clean(self):
         cleaned = super().clean()  # name, tags, team and visibility (OwnedForm)
         for name in self._unselected_options():
             self.errors.pop(name, None)  # a hidden component's inputs have no say in the spec
-        return cleaned
-
-    def save(self) -> Experiment | None:
-        """Create the valid form's experiment, owned by its user, and queue it (``create_experiment``,
-        where its spec is checked); None when the spec is refused, its error then beside its input."""
-        fields = {k: self.cleaned_data[k] for k in ("team", "visibility", "name", "description", "tags")}
+        # The engine judges the spec even when some inputs did not parse (they take their defaults
+        # there), so one submit shows every bad field beside it, not one per submit.
         spec = self.spec_dict()
         try:
-            return create_experiment(owner=self.user, spec=spec, **fields)
+            spec_object = checked_spec(spec)
         except SpecError as e:
-            self.add_spec_error(e, spec)
-            return None
+            self.engine_errors = each_error(e)
+            self.add_spec_errors(e, spec)
+        else:
+            if not self.errors:
+                self.spec = spec_object  # carried as it is to create_experiment (save)
+        return cleaned
+
+    def add_spec_errors(self, error: SpecError, spec: dict) -> None:
+        """Each of the engine's errors beside its input; one on an input that already has an error
+        of its own (it did not parse) is left out, as the engine judged that input's default."""
+        unparsed = set(self.errors)
+        for e in each_error(error):
+            field = form_name(option_key(e.field, spec))
+            if field not in self.fields:
+                self.add_error(None, str(e))
+            elif field not in unparsed:
+                self.add_error(field, str(e))
+
+    def save(self) -> Experiment:
+        """Store the valid form's experiment, owned by its user, and queue it: its spec as ``clean``
+        parsed and checked it, not parsed again."""
+        fields = {k: self.cleaned_data[k] for k in ("team", "visibility", "name", "description", "tags")}
+        return create_experiment(owner=self.user, spec=self.spec, **fields)
 
     def add_spec_error(self, error: SpecError, spec: dict) -> None:
         """``error`` beside the input of its field (the selected component's, for an option), else
@@ -232,6 +268,8 @@ class ExperimentForm(OwnedForm):
         for dotted, meta in fields.items():
             if dotted in HIDDEN_SPEC_FIELDS or form_name(dotted) in skipped:
                 continue
+            if form_name(dotted) in self.errors or form_name(dotted) not in self.cleaned_data:
+                continue  # did not parse: the engine's default stands in for it
             value = self.cleaned_data.get(form_name(dotted))
             if value == "" and meta["nullable"]:
                 value = None
@@ -270,7 +308,13 @@ class ExperimentForm(OwnedForm):
 
     def _shown(self, name: str) -> ShownField:
         dotted = name.replace("__", ".")
-        return ShownField(self[name], applies_when_attr(dotted), wide=dotted == "participation.schedule")
+        applied = spec_fields()[dotted].get("applied_default")
+        return ShownField(
+            self[name],
+            applies_when_attr(dotted),
+            wide=dotted == "participation.schedule",
+            applied_default="" if applied is None else json.dumps(applied),
+        )
 
     def spec_errors(self) -> dict[str, list[str]]:
         """Errors keyed by dotted spec name ("__all__" for the rest), for the preview endpoints."""

@@ -13,8 +13,10 @@ from django.core.exceptions import ValidationError
 
 from accounts.models import Team
 from fedweb import inputs
-from fedweb_engine.spec.schema import option_key, spec_fields
+from fedweb_engine.spec.schema import SpecError, option_key, spec_fields
+from fedweb_engine.spec.validation import each_error
 from orchestrator.experiments.access import teams_for_creation
+from orchestrator.experiments.launch import checked_spec
 from orchestrator.sweeps.create import check
 from orchestrator.sweeps.models import SEED_FIELD, STOPPING, SWEEP_MODES
 from orchestrator.sweeps.search_options import DEFAULTS
@@ -200,15 +202,18 @@ class SweepForm(ExperimentForm):
             raise ValidationError(f"seeds {e}") from None
 
     def clean(self):
-        cleaned = OwnedForm.clean(self)  # name, tags, team and visibility; the runs' specs are judged by save()
+        cleaned = OwnedForm.clean(self)  # name, tags, team and visibility; the runs' specs are judged below
         spec_names = {form_name(d) for d in spec_fields()} & set(self.fields)
         skipped = set(self._unselected_options())
         self.from_json = cleaned.get("base_spec") is not None
         for name in spec_names if self.from_json else skipped:
             self.errors.pop(name, None)  # the JSON replaces the fields; a hidden component's inputs have no say
-        if set(self.errors) - set(SEARCH_FIELDS):
-            return cleaned  # a search setting's own error does not hide the others: they are checked below
+        if "base_spec" in self.errors:
+            return cleaned  # JSON that does not parse: no spec to judge
         cleaned["base_spec"] = cleaned["base_spec"] if self.from_json else self.spec_dict()
+        if any(name in self.errors for name in ("axes", "seeds", "mode", "samples", "sample_seed")):
+            self._judge_base(cleaned["base_spec"])  # no runs to expand, but the base's bad fields show now
+            return cleaned
         axes = dict(cleaned["axes"])
         if cleaned.get("seeds") is not None:
             axes[SEED_FIELD] = cleaned["seeds"]
@@ -216,12 +221,24 @@ class SweepForm(ExperimentForm):
                 "sample_seed": cleaned.get("sample_seed") or 0, "stopping": cleaned.get("stopping") or "none",
                 "search": self._search(cleaned), "max_workers": cleaned.get("max_workers")}  # fmt: skip
         try:
-            check(**args)
+            check(**args)  # the whole sweep: every run's spec, the search settings and ranges, at once
         except SweepError as e:
+            unparsed = set(self.errors)  # an input that did not parse keeps its own error, not its default's
             for key, messages in e.errors.items():
-                self.add_error(self._field_of(key, axes), messages)
+                field = self._field_of(key, axes)
+                if field is None or field not in unparsed:
+                    self.add_error(field, messages)
         self.sweep_args = args
         return cleaned
+
+    def _judge_base(self, base: dict) -> None:
+        try:
+            checked_spec(base)
+        except SpecError as e:
+            if self.from_json:
+                self.add_error("base_spec", [str(one) for one in each_error(e)])
+            else:
+                self.add_spec_errors(e, base)
 
     def _search(self, cleaned: dict) -> dict:
         """The search settings the form was given (empty ones take their defaults)."""

@@ -17,7 +17,7 @@ from django.shortcuts import render
 
 from orchestrator.experiments.access import get_experiment_for_user
 from orchestrator.experiments.round_table import rounds_of
-from orchestrator.experiments.specs import flatten
+from orchestrator.experiments.specs import flatten, shown_spec
 from orchestrator.experiments.summaries import METRICS, cells, summarize
 from orchestrator.runs import table
 from orchestrator.runs.run_summary import at_target, fold_all
@@ -71,7 +71,8 @@ def experiment_compare(request: HttpRequest) -> HttpResponse:
         {"id": e.pk, "name": e.name, "label": label, "rounds": rounds_of(e)}
         for e, label in zip(experiments, labels, strict=True)
     ]
-    ctx = {"experiments": experiments, "series": series, "differences": spec_differences([e.spec for e in experiments])}
+    specs = [shown_spec(e) for e in experiments]
+    ctx = {"experiments": experiments, "series": series, "differences": spec_differences(specs)}
     ctx["charts"] = compare_charts(series)
     for item, s in zip(ctx["charts"]["legend"], series, strict=True):
         item["target"] = to_target_text(s["rounds"], target)

@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from fedweb.inputs import int_value
@@ -20,10 +21,15 @@ ACTIONS = ("pause", "resume", "cancel")
 @login_required
 @require_POST
 def experiment_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
-    """Pause, resume or cancel; a transition the status doesn't allow says so and changes nothing."""
+    """Pause, resume or cancel; a transition the status doesn't allow says so and changes nothing.
+    Cancel cannot be undone, so the page asks first (the API's cancel is one call)."""
     if action not in ACTIONS:
         raise Http404(f"No such action: use one of {', '.join(ACTIONS)}")
     experiment = get_experiment_for_user(request.user, pk, control=True)
+    if action == "cancel" and request.POST.get("confirm") != "yes":
+        back = reverse("experiment_detail", args=[pk])
+        context = {"target": experiment, "action": reverse("experiment_cancel", args=[pk]), "back": back}
+        return render(request, "orchestrator/cancel_confirm.html", context)
     if not getattr(experiment, action)(by=request.user.username):
         messages.warning(request, f"Could not {action} an experiment that is {experiment.status}.")
     return redirect("experiment_detail", pk)

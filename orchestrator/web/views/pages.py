@@ -25,6 +25,7 @@ from orchestrator.experiments.summaries import cells, summarize
 from orchestrator.experiments.summaries import definitions as summary_definitions
 from orchestrator.external.liveness import mark_crashed
 from orchestrator.fleet.queues import live_workers_by_queue, queue_depths, submit_warnings, waiting_for, waiting_status
+from orchestrator.storage import disk_use as disk
 from orchestrator.web.charts import dashboard_charts
 from orchestrator.web.external_dashboard import config_groups, custom_charts
 from orchestrator.web.forms.experiment_forms import ExperimentForm, spec_initial
@@ -130,6 +131,7 @@ def dashboard_context(experiment: Experiment, *, can_control: bool, ws_url: str,
         )
         if can_control
         else None,  # fmt: skip
+        "disk": None if external else disk.usage(experiment.pk),
         "device": rounds[-1]["device"] if rounds else "",
         "page": {
             "id": experiment.pk,

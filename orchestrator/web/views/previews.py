@@ -3,7 +3,9 @@ partition), each computed from the form fields that box reads.
 
 A box is not held hostage by a field it does not read: an invalid field outside the box's own is
 set to its default for that box's computation (``rounds must be >= 1`` says nothing about the
-partition), and a box whose own fields are invalid answers 400 with ``why`` (its fields' errors).
+partition), so is a field outside it that breaks a rule with one of its own (per-client evaluation
+without a client test split says nothing about the bandwidth), and a box whose own fields are
+invalid answers 400 with ``why`` (its fields' errors).
 A field a box reads only for its whole-run totals (``rounds`` for bandwidth) is "soft": the box
 still answers, and names it in ``unknown`` so that the page blanks those totals and says why.
 """
@@ -45,6 +47,12 @@ def box_form(query: QueryDict, box: str, user) -> tuple[ExperimentForm, Spec | N
         if (spec := _checked(form)) is not None:
             return form, spec, defaulted
         outside = {k: v for k, v in form.spec_errors().items() if k != "__all__" and not _reads(reads, k)}
+        # A rule broken between a field the box reads and one it does not (a client test split of 0
+        # with per-client evaluation on, for the bandwidth): the box takes the other one's default.
+        for e in form.engine_errors:
+            others = [r for r in e.related if not _reads(reads, r)]
+            if _reads(reads, e.field) and others and len(others) == len(e.related):
+                outside.update({r: [str(e)] for r in others})
         if not outside:
             return form, None, defaulted
         for key, errors in outside.items():

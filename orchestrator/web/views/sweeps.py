@@ -16,12 +16,13 @@ from django.views.decorators.http import require_POST
 from fedweb.inputs import parse_int
 from fedweb_engine.spec.presets import PRESETS
 from orchestrator.experiments import access
+from orchestrator.experiments.models import FINISHED
 from orchestrator.experiments.records import RoundMetric
 from orchestrator.experiments.summaries import summarize
 from orchestrator.sweeps import overview
 from orchestrator.sweeps.create import create_sweep
 from orchestrator.sweeps.models import SEED_FIELD
-from orchestrator.sweeps.stats import METRICS, band, group, value_at
+from orchestrator.sweeps.stats import METRICS, band, group, in_statistics, value_at
 from orchestrator.web.forms.experiment_forms import spec_initial
 from orchestrator.web.forms.sweep_forms import SEARCH_FIELDS, SweepForm, axes_text, ranges_text
 from orchestrator.web.sweep_charts import NO_TARGET_TEXT, band_figure, parallel_figure, rungs_figure, trials_figure
@@ -86,8 +87,9 @@ def sweep_context(sweep) -> dict:
         f"sweep-{field}": band_figure(title, y_title, [{"label": r["label"], **band(r["runs"], rounds, field)} for r in rows])
         for field, title, y_title in CURVES
     }  # fmt: skip
+    # Completed runs only, as the table's statistics: a running run's latest accuracy is not its final one.
     runs = [{"values": {f: value_at(e.spec, f) for f in sweep.config_fields},
-             "target": summarize(rounds[e.pk])["final_accuracy"]} for e in experiments]  # fmt: skip
+             "target": summarize(rounds[e.pk])["final_accuracy"]} for e in experiments if in_statistics(e)]  # fmt: skip
     parallel = parallel_figure(sweep.config_fields, runs) if sweep.config_fields else None
     if parallel is not None:
         figures["sweep-parallel"] = parallel
@@ -135,6 +137,11 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def sweep_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     sweep = access.get_sweep_for_user(request.user, pk, control=True)
+    if request.POST.get("confirm") != "yes":  # it cannot be undone: ask first
+        runs = sweep.experiments.exclude(status__in=FINISHED).count()
+        context = {"target": sweep, "runs": runs, "action": reverse("sweep_cancel", args=[pk]),
+                   "back": reverse("sweep_detail", args=[pk])}  # fmt: skip
+        return render(request, "orchestrator/cancel_confirm.html", context)
     cancelled = sweep.cancel(by=request.user.username)
     messages.info(request, f"Cancelled {cancelled} run{'s' if cancelled != 1 else ''} of the sweep.")
     return redirect("sweep_detail", pk)
