@@ -119,8 +119,9 @@ class VectorTrainer:
 
     def _step_fn(self, slots: int, views: bool = False):
         """``vmap(grad(loss))`` for ``slots`` clients' flat weights [slots, P] (one [slots, P] gradient),
-        or, with ``views``, ``vmap(loss)`` of their parameters' views (see :meth:`_view_gradients`).
-        Compiled steps are cached per slot count (flat only); the eager ones are built once."""
+        or, with ``views``, of their parameters' views (one gradient per parameter: see
+        :meth:`_view_gradients`). Compiled steps are cached per slot count (flat only); the eager
+        ones are built once."""
         fn = self._steps.get(slots) if self.compile else self._eager.get(views)
         if fn is None:
             model, device, precision = self.model, self.device, self.precision
@@ -136,7 +137,7 @@ class VectorTrainer:
                 value = weighted_task_loss(out, y, weights)
                 return (value * scale.factor if scaled else value), value.detach()
 
-            fn = vmap(lambda *args: loss(*args)[0]) if views else vmap(grad(loss, has_aux=True))
+            fn = vmap(grad(loss, has_aux=True))
             if self.compile:
                 fn = torch.compile(fn, dynamic=False)
                 self._steps[slots] = fn
@@ -146,14 +147,17 @@ class VectorTrainer:
 
     def _view_gradients(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor):
         """(gradients, one per parameter ``[n, *shape]``, and losses [n]) of one step for the clients
-        ``w`` [n, P]: plain autograd through the vmapped forward. Each client's loss depends on its own
-        rows alone, so the gradient of their sum is each client's gradient: what ``vmap(grad)`` gives
-        (the same to the bit, measured) without its per-step transform, and with no [n, P] assembly."""
-        with torch.enable_grad():
-            params = param_views(w.detach().requires_grad_(), self.names, self.shapes, self.sizes)
-            losses = self._step_fn(w.shape[0], views=True)(params, x, y, weights)
-            grads = torch.autograd.grad(losses.sum(), list(params.values()))
-        return grads, losses.detach()
+        ``w`` [n, P]: ``vmap(grad)`` with respect to each parameter's view of the rows, so no [n, P]
+        gradient is assembled.
+
+        Not plain autograd through the vmapped forward (the gradient of the clients' summed losses,
+        the same numbers): autograd then differentiates the batched ``bmm`` itself, whose rule
+        computes a linear layer's weight gradient as ``xᵀ·g`` ([n, in, out]), which MKL runs about
+        4x slower on an AMD EPYC than the ``gᵀ·x`` ([n, out, in]) that ``grad`` under ``vmap`` picks
+        for a row-major weight (measured: 1.5 against 0.36 ms for 64 clients of the 784->10 model)."""
+        params = param_views(w, self.names, self.shapes, self.sizes)
+        grads, losses = self._step_fn(w.shape[0], views=True)(params, x, y, weights)
+        return list(grads.values()), losses
 
     def gradients(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor):
         """(gradients [slots, P], losses [slots]) of one step for clients ``w`` [slots, P] on their
