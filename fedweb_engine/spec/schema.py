@@ -39,6 +39,7 @@ from fedweb_engine.spec.validation import SpecError, build, describe_fields, sec
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 TRAINING_MODES = ("auto", "vectorized", "sequential")
+COMPILE_MODES = ("auto", "on", "off")
 FEDERATED_EVALUATION = ("none", "sampled", "cohort")
 MECHANISMS = ("none", "gaussian")
 GAUSSIAN = {"privacy.mechanism": ["gaussian"]}  # an "applies when" rule (the shape: fedweb_engine.spec.fields)
@@ -93,9 +94,11 @@ class ComputeSpec:
         choices=TRAINING_MODES,
         advanced=True,
     )
-    compile: bool = _f(
-        False,
-        "Capture the vectorised step with torch.compile (cache bounded by group size).",
+    compile: str = _f(
+        "auto",
+        "Compile the vectorised step with torch.compile: auto (when the run's steps repay the compilation, "
+        "decided and logged once the first steps are measured), on or off.",
+        choices=COMPILE_MODES,
         advanced=True,
         applies_when={"compute.training": ["auto", "vectorized"]},
     )
@@ -355,10 +358,13 @@ def _client_algorithm_traits(client: Any, lr: float) -> tuple[bool, bool]:
 
 def _ranks_of(d: dict) -> dict:
     """``compute.ranks: "auto"`` is stored as 0 (the field is an integer). Specs written before ranks
-    split a round with ``compute.shards``, which means the same and reads as ranks."""
+    split a round with ``compute.shards``, which means the same and reads as ranks. ``compute.compile``
+    was a boolean before ``auto``: true and false read as on and off."""
     compute = d.get("compute")
     if not isinstance(compute, dict):
         return d
+    if isinstance(compute.get("compile"), bool):
+        compute = {**compute, "compile": "on" if compute["compile"] else "off"}
     if "shards" in compute:
         compute = {k: v for k, v in compute.items() if k != "shards"} | {
             "ranks": compute.get("ranks", compute["shards"])
