@@ -1,0 +1,75 @@
+"""What ``compute.compile`` decided, and why, reaches the experiment's log from the worker; the
+worker keeps compiled graphs in the data folder's compile cache, shared by the machine's workers."""
+
+import pytest
+import torch
+from torch import nn
+
+from fedweb_engine.components import registry
+from fedweb_engine.training import compiled
+from orchestrator.models import Experiment, LogEntry, Status
+from tests.conftest import TINY_SPEC
+from workers.rounds import run_inline
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _cache_folder(monkeypatch, empty_round_cache):
+    # The worker points the process at its data folder's cache; put everything back afterwards.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "unset-by-the-worker")
+    monkeypatch.setattr(compiled, "_configured", None)
+
+
+def _run(user, **compute) -> Experiment:
+    spec = {**TINY_SPEC, "compute": {**TINY_SPEC["compute"], **compute}}
+    experiment = Experiment.objects.create(owner=user, name="compiled", spec=spec)
+    experiment.start(enqueue=False)
+    return run_inline(experiment)
+
+
+def _log(experiment, contains: str) -> list[tuple[str, str]]:
+    rows = LogEntry.objects.filter(experiment=experiment, message__contains=contains).order_by("pk")
+    return list(rows.values_list("level", "message"))
+
+
+def test_the_auto_decision_and_its_figures_reach_the_experiments_log(user, settings):
+    e = _run(user)
+
+    assert e.status == Status.COMPLETED
+    [(level, message)] = _log(e, "compute.compile auto")
+    assert level == "info"
+    assert message.startswith("compute.compile auto: not compiling the vectorised step: ~")
+    assert "ms eager (measured)" in message and "to compile" in message
+    assert compiled.cache_folder() == settings.FEDWEB_DATA_DIR / "compile-cache"
+
+
+class GraphBreak(nn.Module):
+    vmappable = True
+
+    def __init__(self, features, classes):
+        super().__init__()
+        self.fc = nn.Linear(features, classes)
+
+    def forward(self, x):
+        h = self.fc(x.flatten(1))
+        torch._dynamo.graph_break()
+        return h
+
+
+def test_a_step_that_cannot_compile_is_logged_once_and_the_run_completes_eagerly(user):
+    registry.model("graph_break_log", vmappable=True)(lambda shape, classes, options: GraphBreak(64, classes))
+    try:
+        spec = {**TINY_SPEC, "model": {"name": "graph_break_log"}, "compute": {"device": "cpu", "compile": "on"}}
+        e = Experiment.objects.create(owner=user, name="graph break", spec=spec)
+        e.start(enqueue=False)
+        e = run_inline(e)
+    finally:
+        registry.unregister("model", "graph_break_log")
+
+    assert e.status == Status.COMPLETED and e.current_round == TINY_SPEC["rounds"]
+    assert len(_log(e, "compute.compile on: compiling the vectorised step")) == 1
+    [(_, message)] = _log(e, "could not be compiled")
+    assert message.startswith(
+        "compute.compile: the vectorised step could not be compiled, training eagerly: Unsupported"
+    )
