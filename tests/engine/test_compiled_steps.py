@@ -132,6 +132,10 @@ def test_compilations_stay_bounded_over_the_45_varying_rounds(monkeypatch, compi
     assert info["graphs"] == windows == len(sizes) == counters["stats"]["unique_graphs"] - before
     assert sizes <= {2**k for k in range(8)}  # powers of two up to the group size (128): at most 8
     assert info["seconds"] > 0 and not info["failed"]
+    # The next experiment of the worker compiles its own graphs: no limit shared with the first's.
+    second = Simulation(spec.replace(rounds=3, participation={"schedule": VARYING_SCHEDULE[:3]}))
+    second.run()
+    assert second.compile_info()["graphs"] == second.cache_info()["cpu#0.vmapped_steps"] >= 3
 
 
 @pytest.mark.slow
