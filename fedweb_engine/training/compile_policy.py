@@ -1,13 +1,14 @@
 """``compute.compile``: whether a trainer compiles its vectorised step, and under ``auto`` why.
 
-A compiled step saves a share of every step's time (it fuses the loss, its gradient and the flat
-gradient's assembly around the matmuls) and costs seconds per graph to build: tens of seconds on
-a 2-core CPU with an empty cache, a fraction of a second from this machine's compile cache. So
-``auto`` decides once per trainer, after its first groups ran eagerly and were timed::
+A compiled step saves a share of every step's time (its loss, gradient and the flat gradient's
+assembly fused around the matmuls, and no per-call transform of ``vmap(grad)``) and costs, per
+window size, a package built once per machine (~30 CPU-seconds on a 2-core CPU) or loaded from the
+machine's cache (milliseconds: :mod:`fedweb_engine.training.compiled`). So ``auto`` decides once
+per trainer, after its first groups ran eagerly and were timed::
 
     saved = SAVED_SHARE × (eager seconds per client-step, measured) × (client-steps left, estimated)
-    cost  = (graphs the run will compile) × (seconds per graph: this machine's record of the
-             same step from its compile cache, else a default for an empty cache)
+    cost  = (window sizes without a package here) × (seconds to build one: this machine's last
+            measure, else a default) + (sizes with one) × LOAD_SECONDS
 
 and compiles when ``saved > cost``; the run's log gets the decision and these figures. The
 client-steps left come from the spec (the remaining rounds' cohorts, local epochs, batch size)
@@ -16,6 +17,7 @@ and the clients' sizes; stragglers and dropouts only make the estimate high.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -24,16 +26,17 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from fedweb_engine.data import base as data_base
 from fedweb_engine.spec.schema import Spec
-from fedweb_engine.training import compiled
+from fedweb_engine.training import compiled, losses
 
-# Measured on the 2-core AMD EPYC VM, engine_overhead's workload: a compiled step took 0.6x an
-# eager one's CPU time (benchmarks/results/engine_overhead-full-cpu.json), a graph cost 8-14 s
-# cold under load 7-10 and 0.2-0.4 s from the cache (plus ~2 s once per process for inductor).
-# No GPU figures yet: the same until a GPU run measures them.
+# Measured on the 2-core AMD EPYC VM, engine_overhead's workload, one thread: rounds of compiled
+# steps took ~0.6x the CPU time of eager ones; building a package took ~30 CPU-seconds (70 s of
+# wall time at a load of 7-10), loading one a few milliseconds. No GPU figures yet: the same
+# until a GPU run measures them.
 SAVED_SHARE = 0.35
-COLD_GRAPH_SECONDS = 15.0
-WARM_GRAPH_SECONDS = 0.6
+COLD_GRAPH_SECONDS = 60.0
+LOAD_SECONDS = 0.05
 WARM_UP_GROUPS = 1  # not timed: the first eager group pays one-off costs (first vmap, allocations)
 TIMED_GROUPS = 1
 
@@ -52,39 +55,43 @@ def client_steps_left(spec: Spec, sizes: np.ndarray, rounds_done: int) -> float:
     return cohorts * float(per_client.mean()) if len(per_client) else 0.0
 
 
-def graphs_expected(spec: Spec) -> int:
-    """The window sizes a run compiles: powers of two up to its largest group."""
+def windows_expected(spec: Spec) -> list[int]:
+    """The window sizes a run may compile: powers of two up to its largest group's bucket."""
     largest = min(
         spec.compute.client_group_size, max(spec.participation.schedule or [spec.participation.clients_per_round])
     )
-    return int(math.log2(max(1, largest))) + 1 + (largest & (largest - 1) != 0)
+    return [2**k for k in range(math.ceil(math.log2(max(1, largest))) + 1)]
+
+
+def graphs_expected(spec: Spec) -> int:
+    return len(windows_expected(spec))
 
 
 def decide(
-    *, seconds_per_client_step: float, client_steps: float, graphs: int, last: dict | None, missing: str | None = None
-) -> Decision:
-    """Whether compiling pays (see the module's docstring). ``last``: this machine's record of the
-    same step's compilation (:func:`fedweb_engine.training.compiled.recorded`); ``missing``: why
-    nothing can compile here."""
+    *, seconds_per_client_step: float, client_steps: float, graphs: int, cached: int, build_seconds: float | None,
+    missing: str | None = None,
+) -> Decision:  # fmt: skip
+    """Whether compiling pays (see the module's docstring): ``graphs`` window sizes, ``cached`` of
+    them already built on this machine, ``build_seconds`` what building one took here last
+    (None: never measured); ``missing``: why nothing can compile here."""
     if missing:
         return Decision(False, f"compute.compile auto: not compiling the vectorised step: {missing}")
     saved = SAVED_SHARE * seconds_per_client_step * client_steps
-    if last and "warm_seconds" in last:
-        per_graph, source = last["warm_seconds"], "as measured from this machine's compile cache"
-    elif last:
-        per_graph, source = WARM_GRAPH_SECONDS, "in this machine's compile cache"
-    else:
-        per_graph, source = COLD_GRAPH_SECONDS, "not in this machine's compile cache"
-    cost = graphs * per_graph
-    verdict = "compiling" if saved > cost else "not compiling"
+    per_build = build_seconds if build_seconds is not None else COLD_GRAPH_SECONDS
+    to_build = graphs - cached
+    cost = to_build * per_build + cached * LOAD_SECONDS
+    pays = saved > cost
+    source = "measured on this machine" if build_seconds is not None else "a default: none built here yet"
+    where = f"{cached} in this machine's cache, {to_build} to build at ~{per_build:.0f} s each, {source}"
+    where = where if to_build else "all in this machine's cache"
     hint = ""
-    if not last and saved > graphs * WARM_GRAPH_SECONDS:
-        hint = "; it would pay from the cache, which one run with compute.compile on fills for this machine"
+    if not pays and to_build and saved > graphs * LOAD_SECONDS:
+        hint = "; from this machine's cache it would pay: one run with compute.compile on builds them"
     return Decision(
-        saved > cost,
-        f"compute.compile auto: {verdict} the vectorised step: ~{client_steps:,.0f} client-steps left × "
-        f"{1e3 * seconds_per_client_step:.3f} ms eager (measured) × {SAVED_SHARE:.0%} saved ≈ {saved:.1f} s "
-        f"{'>' if saved > cost else '<='} ~{cost:.1f} s to compile {graphs} graphs ({per_graph:.1f} s each, {source})"
+        pays,
+        f"compute.compile auto: {'compiling' if pays else 'not compiling'} the vectorised step: "
+        f"~{client_steps:,.0f} client-steps left × {1e3 * seconds_per_client_step:.3f} ms eager (measured) × "
+        f"{SAVED_SHARE:.0%} saved ≈ {saved:.1f} s {'>' if pays else '<='} ~{cost:.1f} s for {graphs} graphs ({where})"
         + hint,
     )
 
@@ -114,11 +121,13 @@ class AutoCompile:
         self.client_steps += client_steps
         if self.groups < WARM_UP_GROUPS + TIMED_GROUPS or self.client_steps <= 0:
             return None
+        windows = windows_expected(self.spec)
         self.decision = decide(
             seconds_per_client_step=self.seconds / self.client_steps,
             client_steps=self.work_left(),
-            graphs=graphs_expected(self.spec),
-            last=compiled.recorded(step),
+            graphs=len(windows),
+            cached=len(compiled.cached_windows(step, windows)),
+            build_seconds=compiled.recorded(step),
             missing=compiled.compiler_missing(self.device),
         )
         return self.decision
@@ -136,7 +145,8 @@ class StepCompiler:
                  notes: list[str] | None = None, work_left: Callable[[], float] | None = None):  # fmt: skip
         self.mode, self.spec, self.device = mode, spec, device
         self.notes = notes if notes is not None else []
-        self.steps = compiled.CompiledSteps(build, "", self.notes)
+        self.steps = compiled.CompiledSteps(build, device, self.notes)
+        self.build = build
         self.auto = AutoCompile(spec, work_left, device) if mode == "auto" and work_left is not None else None
         self.active = mode == "on"
         if self.active:
@@ -145,8 +155,11 @@ class StepCompiler:
     def start_group(self, model: torch.nn.Module, x_train: torch.Tensor, y_train: torch.Tensor) -> float | None:
         """Called as a group starts: the start time when ``auto`` is still timing groups."""
         if not self.steps.signature:
-            self.steps.signature = compiled.signature(model, self.device, self.spec.compute.precision, x_train,
-                                                      y_train, self.spec.local.batch_size)  # fmt: skip
+            code = (self.build, losses.weighted_task_loss, data_base.as_input)
+            spec = self.spec
+            self.steps.signature = compiled.signature(dataclasses.asdict(spec.model), model, code, self.device,
+                                                      spec.compute.precision, x_train, y_train,
+                                                      spec.local.batch_size)  # fmt: skip
         return self.auto.start() if self.auto is not None else None
 
     def end_group(self, started: float, client_steps: float) -> None:

@@ -91,26 +91,32 @@ def test_a_run_compiles_one_graph_per_power_of_two_up_to_its_largest_group(group
     assert graphs_expected(spec) == graphs
 
 
-def test_it_compiles_when_the_time_saved_exceeds_the_compile_cost():
-    # 1 ms a client-step × 100,000 client-steps × 35% = 35 s saved, against 7 graphs × 0.3 s from the cache.
-    decision = decide(seconds_per_client_step=1e-3, client_steps=100_000, graphs=7, last={"warm_seconds": 0.3})
+def test_it_compiles_when_the_time_saved_exceeds_building_the_missing_graphs():
+    # 1 ms a client-step × 100,000 client-steps × 35% = 35 s saved, against 2 of 7 graphs to build at 10 s.
+    decision = decide(seconds_per_client_step=1e-3, client_steps=100_000, graphs=7, cached=5, build_seconds=10.0)
 
     assert decision.compile
     assert decision.note == (
         "compute.compile auto: compiling the vectorised step: ~100,000 client-steps left × 1.000 ms eager "
-        "(measured) × 35% saved ≈ 35.0 s > ~2.1 s to compile 7 graphs (0.3 s each, as measured from this "
-        "machine's compile cache)"
+        "(measured) × 35% saved ≈ 35.0 s > ~20.2 s for 7 graphs (5 in this machine's cache, 2 to build at ~10 s "
+        "each, measured on this machine)"
     )
 
 
-def test_a_short_run_on_an_empty_cache_stays_eager_and_says_what_would_pay():
-    # 7 s saved: less than 7 graphs compiled from nothing, more than from the cache.
-    decision = decide(seconds_per_client_step=2e-4, client_steps=100_000, graphs=7, last=None)
+def test_graphs_in_the_machines_cache_cost_almost_nothing():
+    decision = decide(seconds_per_client_step=2e-5, client_steps=100_000, graphs=7, cached=7, build_seconds=None)
 
-    assert not decision.compile
-    assert f"<= ~{7 * compile_policy.COLD_GRAPH_SECONDS:.1f} s to compile 7 graphs" in decision.note
-    assert "not in this machine's compile cache" in decision.note
-    assert "compute.compile on fills" in decision.note
+    assert decision.compile  # 0.7 s saved > 7 loads
+    assert decision.note.endswith("≈ 0.7 s > ~0.4 s for 7 graphs (all in this machine's cache)")
+
+
+def test_a_short_run_without_cached_graphs_stays_eager_and_says_what_would_pay():
+    decision = decide(seconds_per_client_step=2e-4, client_steps=100_000, graphs=7, cached=0, build_seconds=None)
+
+    assert not decision.compile  # 7 s saved: less than building 7 graphs, more than loading them
+    assert f"<= ~{7 * compile_policy.COLD_GRAPH_SECONDS:.1f} s for 7 graphs" in decision.note
+    assert "a default: none built here yet" in decision.note
+    assert decision.note.endswith("one run with compute.compile on builds them")
 
 
 def test_a_machine_without_a_compiler_stays_eager_with_the_reason(monkeypatch):
@@ -118,7 +124,8 @@ def test_a_machine_without_a_compiler_stays_eager_with_the_reason(monkeypatch):
     monkeypatch.delenv("CXX", raising=False)
     missing = compiled.compiler_missing(torch.device("cpu"))
 
-    decision = decide(seconds_per_client_step=1.0, client_steps=1e9, graphs=7, last=None, missing=missing)
+    decision = decide(seconds_per_client_step=1.0, client_steps=1e9, graphs=7, cached=0, build_seconds=1.0,
+                      missing=missing)  # fmt: skip
 
     assert not decision.compile
     assert "no C++ compiler is installed" in decision.note
@@ -134,5 +141,18 @@ def test_auto_times_groups_after_a_warm_up_then_decides_once(monkeypatch, tmp_pa
     decision = auto.timed(time.perf_counter() - 1.0, 1000, "step")  # 1 ms a client-step
 
     assert decision is not None and auto.decision is decision and auto.start() is None
-    assert decision.compile == (0.35 * 1e-3 * 1e6 > graphs_expected(spec) * compile_policy.COLD_GRAPH_SECONDS)
-    assert "1.0" in decision.note.split("ms eager")[0]  # ~1.000 ms measured, not 100 s
+    cost = graphs_expected(spec) * compile_policy.COLD_GRAPH_SECONDS
+    assert decision.compile == (0.35 * 1e-3 * 1e6 > cost)
+    assert "× 1.000 ms eager" in decision.note  # ~1 ms measured, not the warm-up's 10 s a client-step
+
+
+def test_a_package_built_here_counts_as_cached_and_its_build_time_is_remembered(monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compiled, "_configured", None)
+    compiled.package_path("step", 4).parent.mkdir(parents=True)
+    compiled.package_path("step", 4).write_bytes(b"")
+    compiled.record("step", 12.5)
+
+    assert compiled.cached_windows("step", [1, 2, 4]) == [4]
+    assert compiled.recorded("step") == 12.5
+    assert compiled.recorded("another step") == 12.5  # this machine's last build: its speed
