@@ -71,6 +71,21 @@ def test_compiled_steps_train_the_model_eager_steps_train(client, compile_cache,
     assert not torch.equal(on.global_flat, Simulation(spec).global_flat)  # it trained
 
 
+@pytest.mark.slow
+def test_windows_that_start_inside_a_group_give_the_eager_model(compile_cache):
+    # Clients of different sizes: windows shrink, start past slot 0 (unaligned row offsets) and
+    # come in two pieces; momentum takes the flat step with its own buffer.
+    spec = Spec.from_dict(ONE_SHAPE | {"rounds": 2}).replace(
+        data={"partition": "dirichlet", "num_clients": 20}, participation={"clients_per_round": 7},
+        local={"batch_size": 16, "epochs": 1, "momentum": 0.5}, compute={"client_group_size": 8},
+    )  # fmt: skip
+    on, off = Simulation(spec), Simulation(spec.replace(compute={"compile": "off"}))
+    on.run(), off.run()
+
+    assert on.compile_info()["graphs"] >= 3 and not on.compile_info()["failed"]
+    assert (on.global_flat - off.global_flat).abs().max().item() <= 1e-5
+
+
 @pytest.fixture
 def uncompilable_model():
     yield uncompilable.register()
