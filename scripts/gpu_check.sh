@@ -18,7 +18,7 @@ WORK=$(mktemp -d); RES=$WORK/results; LOGS=$WORK/logs; mkdir -p "$RES" "$LOGS" "
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 FEDWEB_BENCH_RESULTS=$RES FEDWEB_DATA_DIR=$WORK/data
 if [[ -d .whl ]] && ls .whl/*.whl >/dev/null 2>&1; then
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=$PYTHONPATH:/tmp/site
+    && export PYTHONPATH=$PYTHONPATH:/tmp/site PATH=$PWD/.whl/bin:$PATH
 fi
 DEADLINE=$(( $(date +%s) + BUDGET ))
 pack() { tar -czf "$OUT/gpu.tgz.tmp" -C "$WORK" results logs && mv "$OUT/gpu.tgz.tmp" "$OUT/gpu.tgz"; }
