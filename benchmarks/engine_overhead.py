@@ -186,6 +186,7 @@ def compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "vmap_loop_vs_plain_loop": per_repeat("clients_per_s", "vmap_loop", "plain_loop"),
         "peak_rss_engine_vs_vmap_loop": [_rss(row["engine"]) / _rss(row["vmap_loop"]) for row in x],
         "cpu_time_engine_vs_vmap_loop": per_repeat("clients_per_cpu_s", "engine", "vmap_loop"),
+        "cpu_time_engine_eager_vs_vmap_loop": per_repeat("clients_per_cpu_s", "engine_eager", "vmap_loop"),
     }
     spreads = {k: spread(v) for k, v in ratios.items()}
     contenders = {
