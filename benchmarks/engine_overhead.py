@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -144,13 +145,13 @@ def run(opts: Options) -> dict[str, Any]:
         return run_contender(args, env) | {"repeat": repeat, "load_1min_after": _load()[0]}
 
     before = _load()
-    # What a machine pays once per shape; the graphs do not depend on the client algorithm.
-    fill = one("cache_fill", "fedavg", -1) if opts.size == "full" else None
-    runs: list[dict[str, Any]] = []
-    for repeat in range(REPEATS):
-        for algorithm in ALGORITHMS:
-            for contender in CONTENDERS:  # interleaved: A B C D A B C D ...
-                runs.append(one(contender, algorithm, repeat))
+    try:
+        # What a machine pays once per shape; the graphs do not depend on the client algorithm.
+        fill = one("cache_fill", "fedavg", -1) if opts.size == "full" else None
+        runs = [one(c, a, repeat) for repeat in range(REPEATS) for a in ALGORITHMS for c in CONTENDERS]  # interleaved
+    finally:
+        if cache != FULL_CACHE:
+            shutil.rmtree(cache, ignore_errors=True)
     record = summarise(runs, opts, device)
     record["cache_fill"] = fill and {k: fill[k] for k in ("compile", "compile_seconds", "run_seconds")}
     record["compile_cache"] = str(cache)
