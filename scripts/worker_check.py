@@ -103,7 +103,7 @@ def main() -> int:
 
 def _experiment_log(env: dict, experiment_id: int) -> list[str]:
     """The experiment's log lines, as its page shows them (level and message)."""
-    code = ("from orchestrator.models import LogEntry; "
+    code = ("from orchestrator.experiments.records import LogEntry; "
             f"[print(e.level, e.message) for e in LogEntry.objects.filter(experiment_id={experiment_id}).order_by('pk')]")  # fmt: skip
     out = subprocess.run(
         [sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=env, capture_output=True, text=True

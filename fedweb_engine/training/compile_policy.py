@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fedweb_engine.data import base as data_base
+from fedweb_engine.data import federated as data_base
 from fedweb_engine.spec.schema import Spec
 from fedweb_engine.training import compiled, losses
 

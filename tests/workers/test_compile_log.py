@@ -4,9 +4,11 @@ worker keeps compiled graphs in the data folder's compile cache, shared by the m
 import pytest
 
 from fedweb_engine.training import compiled
-from orchestrator.models import Experiment, LogEntry, Status
+from orchestrator.experiments.models import Experiment, Status
+from orchestrator.experiments.records import LogEntry
 from tests.conftest import TINY_SPEC
 from tests.engine import uncompilable
+from tests.factories import new_experiment
 from workers.rounds import run_inline
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +23,7 @@ def _cache_folder(monkeypatch, empty_round_cache):
 
 def _run(user, **compute) -> Experiment:
     spec = {**TINY_SPEC, "compute": {**TINY_SPEC["compute"], **compute}}
-    experiment = Experiment.objects.create(owner=user, name="compiled", spec=spec)
+    experiment = new_experiment(owner=user, name="compiled", spec=spec)
     experiment.start(enqueue=False)
     return run_inline(experiment)
 
@@ -46,7 +48,7 @@ def test_a_step_that_cannot_compile_is_logged_once_and_the_run_completes_eagerly
     name = uncompilable.register()
     try:
         spec = {**TINY_SPEC, "model": {"name": name}, "compute": {"device": "cpu", "compile": "on"}}
-        e = Experiment.objects.create(owner=user, name="graph break", spec=spec)
+        e = new_experiment(owner=user, name="uncompilable", spec=spec)
         e.start(enqueue=False)
         e = run_inline(e)
     finally:
