@@ -1,4 +1,4 @@
-"""Where a round's time goes, engine vs the compacted vmap loop, on engine_overhead's workload.
+"""Where a round's time goes, the eager engine vs the compacted vmap loop, on engine_overhead's workload.
 
     python -m benchmarks.engine_profile [--rounds 8] [--algorithm fedavg] [--label after] [--out FILE]
 
@@ -6,7 +6,8 @@ One process, one CPU thread: a warm-up round, then ``--rounds`` rounds of each c
 ``torch.profiler`` (operator self-times) and ``cProfile`` (the engine's Python parts: planning,
 training, the uplink codec, the round's conclusion). It also counts, from the engine's own plans,
 the client rows a step computes against the rows that have a batch (power-of-two windows compute
-idle clients). ``top_ops``' self times are the profiler's, time on the thread while the op ran:
+idle clients), the layouts of the ``bmm`` operands each side runs, and the time of a ``bmm`` in each
+layout (``bmm_orientation``). ``top_ops``' self times are the profiler's, time on the thread while the op ran:
 on a loaded machine they include time the thread waited for a core (``cpu_ms_per_step`` does not).
 The record is appended to ``--out`` under ``--label`` (run it on an older checkout
 with ``PYTHONPATH`` pointing there to record a "before"). Times under load are noisy; operator
@@ -75,6 +76,62 @@ def _rows(spec) -> dict[str, float]:
     return {"rows_computed": computed, "rows_with_a_batch": active, "ratio": computed / active, "steps": steps}
 
 
+def bmm_operands(step, rounds: int = 1, top: int = 4) -> list[dict[str, Any]]:
+    """The most frequent operand layouts of ``aten.bmm`` over ``rounds`` rounds of ``step``: shape,
+    strides and calls of each operand pair (what sends MKL to one kernel or another)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: dict[tuple, int] = {}
+
+    class Layouts(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten.bmm.default:
+                key = tuple((tuple(a.shape), a.stride()) for a in args[:2])
+                seen[key] = seen.get(key, 0) + 1
+            return func(*args, **(kwargs or {}))
+
+    with Layouts():
+        for _ in range(rounds):
+            step()
+    rows = sorted(seen.items(), key=lambda kv: -kv[1])[:top]
+    return [
+        {"a": {"shape": a[0], "stride": a[1]}, "b": {"shape": b[0], "stride": b[1]}, "calls": n} for (a, b), n in rows
+    ]
+
+
+def bmm_orientation(n: int = 64, batch: int = 20, features: int = 784, classes: int = 10) -> dict[str, float]:
+    """Milliseconds per ``bmm`` (the best of 7 × 100 calls, CPU time) for ``n`` clients of the
+    784->10 model: the forward with the flat buffer's row stride (P) and with a contiguous weight;
+    the weight's gradient as autograd's ``bmm`` rule computes it (``xᵀ·g``, [n, in, out]) and as
+    ``grad`` under ``vmap`` does for a row-major weight (``gᵀ·x``, [n, out, in])."""
+    import torch
+
+    P = features * classes + classes
+    x, g = torch.randn(n, batch, features), torch.randn(n, batch, classes)
+    strided = torch.randn(n, P)[:, : features * classes].view(n, classes, features)
+    dense = strided.contiguous()
+
+    def best(f) -> float:
+        for _ in range(10):
+            f()
+        times = []
+        for _ in range(7):
+            t = time.process_time()
+            for _ in range(100):
+                f()
+            times.append((time.process_time() - t) / 100 * 1e3)
+        return min(times)
+
+    return {
+        "clients": n,
+        "forward_flat_rows_ms": best(lambda: torch.bmm(x, strided.transpose(1, 2))),
+        "forward_contiguous_ms": best(lambda: torch.bmm(x, dense.transpose(1, 2))),
+        "weight_grad_xT_g_ms": best(lambda: torch.bmm(x.transpose(1, 2), g)),
+        "weight_grad_gT_x_ms": best(lambda: torch.bmm(g.transpose(1, 2), x)),
+    }
+
+
 def profile(rounds: int, algorithm: str) -> dict[str, Any]:
     import torch
     from torch.profiler import ProfilerActivity
@@ -86,8 +143,8 @@ def profile(rounds: int, algorithm: str) -> dict[str, Any]:
     from fedweb_engine.simulation.runner import Simulation
 
     torch.set_num_threads(1)
-    spec = workload("full", "cpu", algorithm).replace(rounds=rounds + 1)
-    out: dict[str, Any] = {"rows": _rows(spec.replace(rounds=rounds))}
+    spec = workload("full", "cpu", algorithm, "off").replace(rounds=rounds + 2)  # the eager engine's steps
+    out: dict[str, Any] = {"rows": _rows(spec.replace(rounds=rounds)), "bmm_orientation": bmm_orientation()}
     sim = Simulation(spec)
     loop = VmapFedAvg(spec, build_data(spec.data, spec.seed), torch.device("cpu"))
     for name, step in (("engine", sim.next_round), ("vmap_loop", loop.next_round)):
@@ -102,6 +159,7 @@ def profile(rounds: int, algorithm: str) -> dict[str, Any]:
         steps = sum(e.count for e in prof.key_averages() if e.key == "aten::bmm") // 2 or 1  # forward + backward
         clients = sum(getattr(r, "clients", None) or r.participants for r in results)
         row = {
+            "bmm_operands": bmm_operands(step),  # one more round, outside the timed ones
             "clients": clients,
             "steps": steps,
             "wall_s": time.perf_counter() - t0,

@@ -85,7 +85,7 @@ FEDWEB_RANK_TIMEOUT = env_int("FEDWEB_RANK_TIMEOUT", 0, min_value=0) or None
 FEDWEB_RANK_ADDRESS = env_str("FEDWEB_RANK_ADDRESS", "")
 FEDWEB_GANG_IDLE = env_int("FEDWEB_GANG_IDLE", 30, min_value=1)
 # What the queue accepts: a spec over any limit is refused at submission with its estimate
-# (fedweb_engine.training.capacity; the defaults are Limits()'s). Memory is per round, on one device.
+# (fedweb_engine.estimates.capacity; the defaults are Limits()'s). Memory is per round, on one device.
 FEDWEB_MAX_PARAMS = env_int("FEDWEB_MAX_PARAMS", 100_000_000, min_value=1)
 FEDWEB_MAX_ROUND_MEMORY_CPU = env_bytes("FEDWEB_MAX_ROUND_MEMORY_CPU", 32 * 10**9)
 FEDWEB_MAX_ROUND_MEMORY_GPU = env_bytes("FEDWEB_MAX_ROUND_MEMORY_GPU", 80 * 10**9)

@@ -113,9 +113,13 @@ def _run(args) -> int:
         )
         with _ranks(sim, args) as next_round, ProgressBar(sim.spec.rounds, initial=sim.round, label=label,
                                                           enabled=not args.quiet) as bar:  # fmt: skip
+            noted = len(sim.notes)
             while not sim.done and (args.stop_after is None or sim.round < args.stop_after):
                 result = next_round()
                 print(json.dumps(result.to_dict()), flush=True)
+                for note in sim.notes[noted:]:  # made during the round (compute.compile's decision, ...)
+                    bar.note(note)
+                noted = len(sim.notes)
                 bar.update(result)
         if len(sims) > 1:
             per_client = result.bytes_up / max(1, result.completed)

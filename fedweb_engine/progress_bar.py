@@ -40,6 +40,10 @@ class ProgressBar:
         self.bar.set_postfix(postfix, refresh=False)
         self.bar.update(1)
 
+    def note(self, text: str) -> None:
+        """A line above the bar (a note for the run's log: what compute.compile decided, ...)."""
+        tqdm.write(f"note: {text}", file=sys.stderr)
+
     def __enter__(self) -> ProgressBar:
         return self
 

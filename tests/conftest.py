@@ -55,6 +55,23 @@ def django_db_modify_db_settings(tmp_path_factory):
         db["TEST"]["NAME"] = f"test_fedweb_{uuid.uuid4().hex[:8]}"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_compile_cache(tmp_path_factory):
+    """The suite's compiled steps in a folder of its own: what this machine built before (packages
+    that would make compute.compile auto compile) never changes what a test sees."""
+    from fedweb_engine.training import compiled
+
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("compile-cache"))
+    compiled._configured = None
+    yield
+    if before is None:
+        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    else:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+    compiled._configured = None
+
+
 @pytest.fixture(autouse=True)
 def _isolated(request, settings, tmp_path, monkeypatch):
     settings.FEDWEB_DATA_DIR = tmp_path / "data"

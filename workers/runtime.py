@@ -29,6 +29,7 @@ from fedweb_engine.simulation.runner import Simulation
 from fedweb_engine.spec.schema import Spec
 from fedweb_engine.state.client_rows import StateUnavailable
 from fedweb_engine.state.client_state import snapshot_folder
+from fedweb_engine.training import compiled
 from orchestrator.experiments.limits import datasets_root
 from orchestrator.experiments.models import Experiment
 from orchestrator.experiments.records import Checkpoint, LogLine, checkpoint_folder
@@ -50,6 +51,13 @@ class _Entry:
     sim: Simulation
     group_size: int  # client group size in use (smaller than the spec's after an OOM)
     ranks: ranks.RankHold | None = None  # the other ranks, for a run with compute.ranks > 1
+    notes_logged: int = 0  # the simulation's notes already in the experiment's log
+
+    def log_notes(self, log_line: LogLine, level: str = "info") -> None:
+        """Put the simulation's new notes in the log (what compute.compile decided and cost, ...)."""
+        for note in self.sim.notes[self.notes_logged :]:
+            log_line(level, note)
+        self.notes_logged = len(self.sim.notes)
 
     def close(self) -> None:
         self.release_ranks()
@@ -85,7 +93,11 @@ def train_round(experiment: Experiment, round_number: int, log_line: LogLine) ->
             forget(experiment.pk)
             raise RoundAborted(f"Round {round_number} on {size} ranks did not complete: {e}") from e
 
-    return with_retry(experiment, round_number, log_line, run, forget)
+    result, sim = with_retry(experiment, round_number, log_line, run, forget)
+    entry = _cache.get(experiment.pk)
+    if entry is not None:
+        entry.log_notes(log_line)
+    return result, sim
 
 
 def release_ranks(experiment_id: int) -> None:
@@ -163,15 +175,16 @@ def _spec_of(experiment: Experiment, stored: dict) -> Spec:
 
 def _build(experiment: Experiment, spec: Spec, log_line: LogLine, group_size: int | None) -> _Entry:
     data_cache.shared.resize(settings.FEDWEB_DATA_CACHE_BYTES)  # the operator's bound (the CLI keeps the default)
+    compiled.use_cache_dir(settings.FEDWEB_DATA_DIR / compiled.CACHE_FOLDER)  # shared by the machine's workers
     # Built at the group size it will run with: never at the full size first (after an OOM). The
     # per-client state lives with the experiment's files, where every worker finds it.
     sim = Simulation(
         spec, device=ranks.rank0_device(spec), data_root=datasets_root(), client_group_size=group_size,
         client_state_dir=client_state_folder(experiment),
     )  # fmt: skip
-    for note in sim.notes:  # e.g. a plugin model that trains sequentially, and why
-        log_line("warning", note)
-    return _Entry(sim, sim.spec.compute.client_group_size)
+    entry = _Entry(sim, sim.spec.compute.client_group_size)
+    entry.log_notes(log_line, "warning")  # e.g. a plugin model that trains sequentially, and why
+    return entry
 
 
 def _replay(

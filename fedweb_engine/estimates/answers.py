@@ -12,9 +12,9 @@ from fedweb_engine.communication.codecs import make_codec
 from fedweb_engine.data import partition_summary as _partition_summary
 from fedweb_engine.data.paths import confine
 from fedweb_engine.data.shapes import describe
+from fedweb_engine.estimates.capacity import check_capacity, model_layout
 from fedweb_engine.estimates.server_limits import Estimate, Limits
 from fedweb_engine.spec.schema import DataSpec, Spec
-from fedweb_engine.training.capacity import check_capacity, model_layout
 
 
 def check_new_spec(spec: Spec, limits: Limits, device_kind: str, datasets_root: str | Path) -> Estimate:

@@ -1,7 +1,7 @@
 """What this server accepts (:class:`Limits`) and what a spec will cost (:class:`Estimate`).
 
 Plain data, no torch: the web process builds its limits from settings and reads estimates that
-:mod:`fedweb_engine.training.capacity` computes (in that process when it has torch, else in the
+:mod:`fedweb_engine.estimates.capacity` computes (in that process when it has torch, else in the
 helper process of :mod:`fedweb_engine.estimates.helper`).
 """
 

@@ -44,6 +44,7 @@ from fedweb_engine.spec.schema import Spec
 from fedweb_engine.state.client_state import ClientStates
 from fedweb_engine.strategies import build_strategy
 from fedweb_engine.training.client import build_trainer
+from fedweb_engine.training.compile_policy import client_steps_left, compile_summary
 from fedweb_engine.training.devices import describe, fits_on, free_memory, prepare, resolve_devices, synchronize
 from fedweb_engine.training.dispatch import Collected, DeviceReplica, choose_vectorised, train_plans
 from fedweb_engine.training.evaluation import client_evaluation, evaluate, evaluation_cohort
@@ -132,7 +133,12 @@ class Simulation(SimulationState):
 
     def _replica(self, device: torch.device, data: FederatedData) -> DeviceReplica:
         on_device = data.to(device) if fits_on(device, data.nbytes()) else data.to(device, pin=True)
-        return DeviceReplica(device, on_device, build_trainer(self.spec, self.model, device, self.vectorised))
+        return DeviceReplica(device, on_device, self._trainer(device))
+
+    def _trainer(self, device: torch.device):
+        """A trainer for ``device``; ``compute.compile: auto`` weighs the client-steps this run has left."""
+        work_left = lambda: client_steps_left(self.spec, self.sizes, self.round)  # noqa: E731
+        return build_trainer(self.spec, self.model, device, self.vectorised, self.notes, work_left)
 
     def set_client_group_size(self, n: int) -> None:
         """Rebuild the trainers with a smaller group. The old ones go first, so their buffers are
@@ -142,9 +148,7 @@ class Simulation(SimulationState):
         placed, scales = [(r.device, r.data) for r in self.replicas], [r.trainer.scaler.scale for r in self.replicas]
         self.replicas = []
         free_memory(self.devices)
-        self.replicas = [
-            DeviceReplica(d, data, build_trainer(self.spec, self.model, d, self.vectorised)) for d, data in placed
-        ]
+        self.replicas = [DeviceReplica(d, data, self._trainer(d)) for d, data in placed]
         for replica, scale in zip(self.replicas, scales, strict=True):
             replica.trainer.scaler.scale = scale
 
@@ -378,6 +382,11 @@ class Simulation(SimulationState):
             for key, value in r.trainer.cache_info().items():
                 info[f"{r.device}#{i}.{key}"] = value
         return info
+
+    def compile_info(self) -> dict:
+        """What compiling the vectorised step decided and cost this simulation, over its devices
+        (``compute.compile``: see fedweb_engine/training/compile_policy.py)."""
+        return compile_summary(self.spec, [r.trainer for r in self.replicas])
 
     def close(self) -> None:
         """Drop references to the data, model and buffers so their memory can be reused."""

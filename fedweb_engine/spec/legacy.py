@@ -230,9 +230,12 @@ def _option_names(kind: str, name: Any) -> set[str]:
 
 def compute_ranks(compute: Any) -> Any:
     """The ``compute`` section with ``ranks: "auto"`` stored as 0 (the field is an integer). Specs
-    written before ranks split a round with ``compute.shards``, which means the same and reads as ranks."""
+    written before ranks split a round with ``compute.shards``, which means the same and reads as ranks.
+    ``compute.compile`` was a boolean before ``auto``: true and false read as on and off."""
     if not isinstance(compute, dict):
         return compute
+    if isinstance(compute.get("compile"), bool):
+        compute = {**compute, "compile": "on" if compute["compile"] else "off"}
     if "shards" in compute:
         compute = {k: v for k, v in compute.items() if k != "shards"} | {
             "ranks": compute.get("ranks", compute["shards"])

@@ -41,6 +41,7 @@ from fedweb_engine.spec.validation import Collect, SpecError, build, describe_fi
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 TRAINING_MODES = ("auto", "vectorized", "sequential")
+COMPILE_MODES = ("auto", "on", "off")
 FEDERATED_EVALUATION = ("none", "sampled", "cohort")
 MECHANISMS = ("none", "gaussian")
 GAUSSIAN = {"privacy.mechanism": ["gaussian"]}  # an "applies when" rule (the shape: fedweb_engine.spec.fields)
@@ -95,9 +96,11 @@ class ComputeSpec:
         choices=TRAINING_MODES,
         advanced=True,
     )
-    compile: bool = _f(
-        False,
-        "Capture the vectorised step with torch.compile (cache bounded by group size).",
+    compile: str = _f(
+        "auto",
+        "Compile the vectorised step with torch.compile: auto (when the run's steps repay the compilation, "
+        "decided and logged once the first steps are measured), on or off.",
+        choices=COMPILE_MODES,
         advanced=True,
         applies_when={"compute.training": ["auto", "vectorized"]},
     )

@@ -20,10 +20,11 @@ from torch.func import functional_call, grad, vmap
 from fedweb_engine.algorithms import ClientAlgorithm, GroupContext, build_algorithm
 from fedweb_engine.data.federated import FederatedData, as_input, gather
 from fedweb_engine.spec.schema import LocalSpec, Spec
+from fedweb_engine.training.compile_policy import StepCompiler
 from fedweb_engine.training.flat import GroupOutput, autocast, bind_flat, flat_layout, param_views
 from fedweb_engine.training.losses import LossScaler, batch_weights, task_loss, weighted_task_loss
-from fedweb_engine.training.plan import GroupPlan, bucket
-from fedweb_engine.training.vectorise import active_windows
+from fedweb_engine.training.plan import GroupPlan, max_slots
+from fedweb_engine.training.vectorise import step_windows
 
 
 def sgd_update_(
@@ -86,27 +87,27 @@ class VectorTrainer:
         algorithm: ClientAlgorithm | None = None,
         precision: str = "fp32",
     ):
-        self.model = model
-        self.local = local
-        self.precision = precision
-        self.device = device
-        self.algorithm = algorithm
+        self.model, self.local, self.precision, self.device, self.algorithm = model, local, precision, device, algorithm
         self.names, self.shapes, self.sizes = flat_layout(model)
         P = sum(self.sizes)
         self.W = torch.empty(group_size, P, device=device)
         self.buf = torch.zeros(group_size, P, device=device) if local.momentum else None
         self.scaler = LossScaler(precision == "fp16", device)
-        self._steps: dict[int, object] = {}  # window size -> compiled step (powers of two: bounded)
         self._eager: dict[bool, object] = {}  # by views? -> the eager step (any window size)
-        self.compile = False
+        self.compiler: StepCompiler | None = None  # compute.compile (build_trainer sets it)
         self.by_views = True  # plain SGD steps per parameter where they may (False: always flat)
 
     @property
     def group_size(self) -> int:
         return self.W.shape[0]
 
+    @property
+    def compile(self) -> bool:
+        """Whether steps run compiled now (see training/compile_policy.py)."""
+        return self.compiler is not None and self.compiler.active
+
     def cache_info(self) -> dict[str, int]:
-        return {"vmapped_steps": len(self._steps)}
+        return {"vmapped_steps": len(self.compiler.steps.fns) if self.compiler else 0}
 
     def _unflatten(self, w: torch.Tensor) -> dict[str, torch.Tensor]:
         """Parameter views of one client's flat weights (called under vmap).
@@ -118,48 +119,57 @@ class VectorTrainer:
         return {name: part.view(shape) for name, part, shape in zip(self.names, parts, self.shapes, strict=True)}
 
     def _step_fn(self, slots: int, views: bool = False):
-        """``vmap(grad(loss))`` for ``slots`` clients' flat weights [slots, P] (one [slots, P] gradient),
-        or, with ``views``, ``vmap(loss)`` of their parameters' views (see :meth:`_view_gradients`).
-        Compiled steps are cached per slot count (flat only); the eager ones are built once."""
-        fn = self._steps.get(slots) if self.compile else self._eager.get(views)
-        if fn is None:
-            model, device, precision = self.model, self.device, self.precision
-            scale = self.scaler
-            unflatten = self._unflatten
-            scaled = scale.enabled  # fp32/bf16: no multiply by 1.0 (an op forward and backward)
+        """The eager step for ``slots`` clients (any count): ``vmap(grad(loss))`` of their flat
+        weights [slots, P] (one [slots, P] gradient) or, with ``views``, of their parameters' views
+        (one gradient per parameter: see :meth:`_view_gradients`). Built once each."""
+        if views not in self._eager:
+            self._eager[views] = self._build_step(views)
+        return self._eager[views]
 
-            def loss(w, x, y, weights):
-                # Differentiating with respect to the flat weights makes vmap(grad) return one
-                # [G, P] gradient, ready for the flat update (split's backward assembles it).
-                with autocast(device, precision):
-                    out = functional_call(model, w if views else unflatten(w), (x,))
-                value = weighted_task_loss(out, y, weights)
-                return (value * scale.factor if scaled else value), value.detach()
+    def _build_step(self, views: bool = False):
+        """A new ``vmap(grad(loss))`` (compiled steps trace one each: see training/compiled.py)."""
+        model, device, precision, unflatten = self.model, self.device, self.precision, self._unflatten
+        scaled = self.scaler.enabled  # fp32/bf16: no multiply by 1.0 (an op forward and backward)
 
-            fn = vmap(lambda *args: loss(*args)[0]) if views else vmap(grad(loss, has_aux=True))
-            if self.compile:
-                fn = torch.compile(fn, dynamic=False)
-                self._steps[slots] = fn
-            else:
-                self._eager[views] = fn
-        return fn
+        def loss(w, x, y, weights, scale):
+            # Differentiating with respect to the flat weights makes vmap(grad) return one
+            # [G, P] gradient, ready for the flat update (split's backward assembles it). The loss
+            # scale is an argument, not a captured tensor: a compiled graph would freeze it.
+            with autocast(device, precision):
+                out = functional_call(model, w if views else unflatten(w), (as_input(x),))
+            value = weighted_task_loss(out, y, weights)
+            return (value * scale if scaled else value), value.detach()
+
+        return vmap(grad(loss, has_aux=True), in_dims=(0, 0, 0, 0, None))
+
+    def _flat_step(self, w: torch.Tensor, *args):
+        """(gradients [n, P], losses [n]) of one step for the clients ``w`` [n, P], compiled or not."""
+        args = (w, *args, self.scaler.tensor)
+        if self.compile:
+            out = self.compiler.run(w.shape[0], *args)
+            if out is not None:
+                return out
+        return self._step_fn(w.shape[0])(*args)
 
     def _view_gradients(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor):
         """(gradients, one per parameter ``[n, *shape]``, and losses [n]) of one step for the clients
-        ``w`` [n, P]: plain autograd through the vmapped forward. Each client's loss depends on its own
-        rows alone, so the gradient of their sum is each client's gradient: what ``vmap(grad)`` gives
-        (the same to the bit, measured) without its per-step transform, and with no [n, P] assembly."""
-        with torch.enable_grad():
-            params = param_views(w.detach().requires_grad_(), self.names, self.shapes, self.sizes)
-            losses = self._step_fn(w.shape[0], views=True)(params, x, y, weights)
-            grads = torch.autograd.grad(losses.sum(), list(params.values()))
-        return grads, losses.detach()
+        ``w`` [n, P]: ``vmap(grad)`` with respect to each parameter's view of the rows, so no [n, P]
+        gradient is assembled.
+
+        Not plain autograd through the vmapped forward (the gradient of the clients' summed losses,
+        the same numbers): autograd then differentiates the batched ``bmm`` itself, whose rule
+        computes a linear layer's weight gradient as ``xᵀ·g`` ([n, in, out]), which MKL runs about
+        4x slower on an AMD EPYC than the ``gᵀ·x`` ([n, out, in]) that ``grad`` under ``vmap`` picks
+        for a row-major weight (measured: 1.5 against 0.36 ms for 64 clients of the 784->10 model)."""
+        params = param_views(w, self.names, self.shapes, self.sizes)
+        grads, losses = self._step_fn(w.shape[0], views=True)(params, x, y, weights, self.scaler.tensor)
+        return list(grads.values()), losses
 
     def gradients(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor):
         """(gradients [slots, P], losses [slots]) of one step for clients ``w`` [slots, P] on their
         batches ``x``/``y`` [slots, B, ...], as stored, ``mask`` [slots, B] marking real samples;
         what :meth:`train` runs per step."""
-        return self._step_fn(w.shape[0])(w, as_input(x), y, batch_weights(mask))
+        return self._flat_step(w, x, y, batch_weights(mask))
 
     def train(
         self, start: torch.Tensor, plan: GroupPlan, data: FederatedData, ctx: GroupContext | None = None
@@ -171,15 +181,17 @@ class VectorTrainer:
         """
         slots = plan.idx.shape[0]
         W = self.W[:slots]
+        timing = self.compiler.start_group(self.model, data.x_train, data.y_train) if self.compiler else None
         # Indices go where the data is (the GPU, or the host when the data stays pinned there);
         # the sample weights and masks go where the arithmetic is. All step-major ([T, slots, ...]),
         # so that each step's window is one contiguous block.
         idx = plan.idx.transpose(0, 1).contiguous().to(data.device, non_blocking=True)
         weights = batch_weights(plan.mask).transpose(0, 1).contiguous().to(self.device, non_blocking=True)
         active = plan.active.t().contiguous().to(self.device, non_blocking=True)
-        # Power-of-two windows where shapes must stay few (compiled steps, a GPU's allocator);
-        # exact ones for eager steps on a CPU, which then compute no idle client's rows.
-        windows = active_windows(plan.active, bucketed=self.compile or self.device.type != "cpu")
+        # Power-of-two windows where shapes must stay few (compiled steps, a GPU's allocator; on a
+        # CPU up to two a step), else exact ones (eager on a CPU), which compute no idle client.
+        on_cpu = self.device.type == "cpu"
+        windows = step_windows(plan.active, bucketed=self.compile or not on_cpu, pieces=on_cpu)
         algorithm, ctx = self.algorithm, ctx or GroupContext()
         if algorithm is not None and algorithm.personal is not None:
             rows = ctx.state[algorithm.personal]
@@ -195,6 +207,8 @@ class VectorTrainer:
             algorithm.prepare(ctx)
         self._local_sgd(W, start, idx, weights, active, windows, data, loss_sum, correct, ctx)
         W.sub_(start)
+        if timing is not None:  # compute.compile auto, still timing eager groups
+            self.compiler.end_group(timing, float(plan.active.sum()))
         return GroupOutput(
             delta=W,
             loss_sum=loss_sum,
@@ -211,12 +225,12 @@ class VectorTrainer:
         step_correction = None
         scaled = self.scaler.enabled
         by_views = self._steps_by_views(correct)
-        for t, (lo, hi, full) in enumerate(windows):
+        for t, lo, hi, full in windows:
             # Only the window of slots that still have steps is computed (clients are sorted by
             # step count, so it shrinks as short clients finish). In a window where every client
             # steps (``full``) and no loss scaler may skip one, the masks multiply by ones: skipped.
             rows = idx[t, lo:hi]
-            x = as_input(gather(data.x_train, rows, self.device))
+            x = gather(data.x_train, rows, self.device)  # as stored: the step converts it (fused when compiled)
             y = gather(data.y_train, rows, self.device)
             anchor = start if start.dim() == 1 else start[lo:hi]
             if by_views and full:
@@ -226,7 +240,7 @@ class VectorTrainer:
                     step_correction = _bound(self.algorithm.correct_weights, ctx.window(lo, hi), weights_only=True)
                 sgd_views_update_(W[lo:hi], views, grads, anchor, self.local, step_correction)
             else:
-                g, loss = self._step_fn(hi - lo)(W[lo:hi], x, y, weights[t, lo:hi])
+                g, loss = self._flat_step(W[lo:hi], x, y, weights[t, lo:hi])
                 a = None if full and not scaled else self.scaler.unscale_and_check(g, active[t, lo:hi])
                 if correct is not None:
                     step_correction = _bound(correct, ctx.window(lo, hi))
@@ -365,11 +379,13 @@ def _bound(correct, ctx: GroupContext, weights_only: bool = False):
 
 
 def build_trainer(
-    spec: Spec, model: nn.Module, device: torch.device, vectorised: bool
-) -> VectorTrainer | SequentialTrainer:
+    spec: Spec, model: nn.Module, device: torch.device, vectorised: bool, notes: list[str] | None = None,
+    work_left: Callable[[], float] | None = None,
+) -> VectorTrainer | SequentialTrainer:  # fmt: skip
     """A trainer for ``device`` with its own copy of the model template, sized for the largest group
     any round of ``spec`` can have: it steps with the spec's local section as it is, and builds
-    the client algorithm with its rate."""
+    the client algorithm with its rate. A vectorised one compiles its step as ``compute.compile``
+    says (``notes``: the run's log; ``work_left``: the client-steps left, for ``auto``)."""
     template = copy.deepcopy(model).to(device)
     num_params = sum(p.numel() for p in template.parameters())
     client = spec.algorithm.client
@@ -377,12 +393,5 @@ def build_trainer(
     cls = VectorTrainer if vectorised else SequentialTrainer
     trainer = cls(template, max_slots(spec), spec.local, device, algorithm, spec.compute.precision)
     if vectorised:
-        trainer.compile = spec.compute.compile
+        trainer.compiler = StepCompiler(spec.compute.compile, spec, device, trainer._build_step, notes, work_left)
     return trainer
-
-
-def max_slots(spec: Spec) -> int:
-    """The most client slots any round of ``spec`` can need: buffers are sized once, to this."""
-    G = spec.compute.client_group_size
-    largest = max(spec.participation.schedule or [spec.participation.clients_per_round])
-    return bucket(min(largest, G), G)

@@ -59,6 +59,11 @@ class LossScaler:
         self._scale.fill_(value)
 
     @property
+    def tensor(self) -> torch.Tensor:
+        """The scale as a device tensor (1.0 when scaling is off), for steps that take it as an input."""
+        return self._scale
+
+    @property
     def factor(self) -> torch.Tensor | float:
         """What the loss is multiplied by: the device scale in fp16, a plain 1.0 otherwise."""
         return self._scale if self.enabled else 1.0

@@ -184,3 +184,11 @@ def bucket(n: int, group_size: int) -> int:
     if n >= group_size:
         return group_size
     return min(group_size, 1 << max(0, n - 1).bit_length())
+
+
+def max_slots(spec) -> int:
+    """The most client slots any round of ``spec`` (a :class:`~fedweb_engine.spec.schema.Spec`) can
+    need: trainers size their buffers once, to this."""
+    G = spec.compute.client_group_size
+    largest = max(spec.participation.schedule or [spec.participation.clients_per_round])
+    return bucket(min(largest, G), G)

@@ -105,16 +105,18 @@ def _check_engine_overhead(record: dict) -> None:
     assert list(record["algorithms"]) == algorithms
     for per in record["algorithms"].values():
         rows = per["contenders"]
-        assert set(rows) == {"engine", "vmap_loop", "plain_loop"}
+        assert set(rows) == {"engine", "engine_eager", "vmap_loop", "plain_loop"}
         for row in rows.values():
             assert row["clients_per_s"] > 0 and row["peak_rss_mb"] > 0 and math.isfinite(row["final_train_loss"])
-        speed = per["ratios"]["engine_vs_vmap_loop"]
-        assert speed["min"] <= speed["median"] <= speed["max"]
+            assert row["run_seconds"] > 0 and row["compile_seconds"] >= 0
+        for key in ("engine_vs_vmap_loop", "engine_eager_vs_vmap_loop", "run_total_engine_vs_vmap_loop"):
+            assert per["ratios"][key]["min"] <= per["ratios"][key]["median"] <= per["ratios"][key]["max"]
+        assert "whole run with compilation" in per["summary"]
         check = per["baseline_check"]
         assert check["valid"] == (check["ratio"] >= 1.8)
         assert ("BASELINE INVALID" in per["summary"]) == (not check["valid"])
-    # Interleaved: per repeat, per algorithm, engine, vmap loop, plain loop; each run's own peak RSS.
-    contenders = ["engine", "vmap_loop", "plain_loop"]
+    # Interleaved: per repeat, per algorithm, engine, engine eager, vmap loop, plain loop; each run's own peak RSS.
+    contenders = ["engine", "engine_eager", "vmap_loop", "plain_loop"]
     assert [(r["algorithm"], r["contender"]) for r in record["runs"]] == [
         (a, c) for _ in range(record["repeats"]) for a in algorithms for c in contenders
     ]
@@ -125,6 +127,16 @@ def _check_engine_overhead(record: dict) -> None:
     assert record["ratio_clients_per_s_vs_vmap_loop"] == worst
     assert record["meets_target"] == all(p["meets_target"] for p in record["algorithms"].values())
     assert len(record["load_average"]["before"]) == 3
+    # A small run fills no compile cache (a fresh folder): auto keeps the engine eager and says why.
+    assert record["cache_fill"] is None
+    for run in record["runs"]:
+        compiled = run["compile"]
+        if run["contender"] == "engine":
+            assert compiled["mode"] == "auto" and not compiled["compiling"] and compiled["graphs"] == 0
+        elif run["contender"] == "engine_eager":
+            assert compiled["mode"] == "off" and compiled["decision"] is None
+        else:
+            assert compiled is None
 
 
 def test_it_measures_a_contenders_own_peak_rss():

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from fedweb_engine.data import build_data
+from fedweb_engine.estimates.capacity import Limits, check_capacity, estimate
 from fedweb_engine.models import build_model, count_params
 from fedweb_engine.spec.presets import PRESETS, preset_specs
 from fedweb_engine.spec.schema import Spec, SpecError
-from fedweb_engine.training.capacity import Limits, check_capacity, estimate
 
 ROOT = Path(__file__).resolve().parents[2]
 # A round of each, small enough for CI; the estimate must be within a factor of 2 of what it takes.

@@ -21,6 +21,8 @@ PER_STEP = {
                   "SequentialTrainer.train", "SequentialTrainer._local_sgd"],
     "training/losses.py": ["task_loss", "weighted_task_loss", "batch_weights", "LossScaler.unscale_and_check"],
     "training/dispatch.py": ["train_plans", "_uplink", "_collect_rows"],
+    "training/compiled.py": ["CompiledSteps.__call__"],
+    "training/compile_policy.py": ["StepCompiler.start_group", "StepCompiler.run"],
 }  # fmt: skip
 SYNCING_METHODS = {"item", "cpu", "tolist", "numpy"}
 SYNCING_BUILTINS = {"float", "int", "bool"}
@@ -31,6 +33,8 @@ ALLOWED = {
         "the plan's tensors are host tensors, read once per group",
     ("training/client.py", "SequentialTrainer.train", "counts = plan.mask.sum(dim=2).to(torch.int64).tolist()"):
         "the plan's tensors are host tensors, read once per group",
+    ("training/client.py", "VectorTrainer.train", "self.compiler.end_group(timing, float(plan.active.sum()))"):
+        "the plan's tensors are host tensors; only while compute.compile auto times its first groups",
 }  # fmt: skip
 
 

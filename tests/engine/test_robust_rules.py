@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from fedweb_engine import Spec
+from fedweb_engine.estimates.capacity import Limits, check_capacity, estimate
 from fedweb_engine.simulation.runner import Simulation
 from fedweb_engine.spec.schema import SpecError
 from fedweb_engine.strategies.robust import BLOCK_SCRATCH_BYTES
-from fedweb_engine.training.capacity import Limits, check_capacity, estimate
 
 ROBUST = ("median", "trimmed_mean", "krum")
 BIG = {

@@ -25,7 +25,10 @@ def test_a_full_dump_of_the_old_default_spec_loads_as_todays_default():
 
     spec = Spec.from_dict(old)
 
-    assert spec == Spec()
+    # compute.compile was a boolean: its old default, false, loads as "off", so a stored run keeps
+    # training eagerly as it did (today's default is "auto").
+    assert old["compute"]["compile"] is False
+    assert spec == Spec().replace(compute={"compile": "off"})
     assert Spec.from_dict(spec.to_dict()) == spec  # to_dict writes today's shape, which loads back
     assert spec.to_dict()["model"] == {"name": "cnn", "options": {}}
 
@@ -33,7 +36,8 @@ def test_a_full_dump_of_the_old_default_spec_loads_as_todays_default():
 def test_every_old_preset_upgrades_to_the_same_specs_as_todays_presets():
     old = json.loads((FIXTURES / "legacy_presets.json").read_text())
     for name, preset in old.items():
-        assert [Spec.from_dict(d) for d in preset["full"]] == preset_specs(name), name
+        today = [spec.replace(compute={"compile": "off"}) for spec in preset_specs(name)]  # false was the default
+        assert [Spec.from_dict(d) for d in preset["full"]] == today, name
 
 
 def test_old_option_keys_move_into_the_chosen_component_and_a_stored_spec_drops_the_others():

@@ -37,7 +37,7 @@ MOVED = {
     "vectorise": "training.vectorise",
     "vmap_probe": "training.vmap_probe",
     "losses": "training.losses",
-    "capacity": "training.capacity",
+    "capacity": "estimates.capacity",
     "devices": "training.devices",
     "evaluation": "training.evaluation",
     "round_state": "state.round_state",
