@@ -42,6 +42,9 @@ class SpecError(ValueError):
         self.message = message
         self.related = related
 
+    def __reduce__(self):  # pickles (the estimates helper's pipe, a worker's result) with its field
+        return (type(self), (self.field, self.message), self.__dict__)
+
 
 class SpecErrors(SpecError):
     """Several invalid fields: ``errors`` holds one :class:`SpecError` per field, in spec order. It
@@ -51,6 +54,9 @@ class SpecErrors(SpecError):
         super().__init__(errors[0].field, errors[0].message)
         self.errors = errors
         self.args = ("; ".join(str(e) for e in errors),)
+
+    def __reduce__(self):
+        return (type(self), (self.errors,), self.__dict__)
 
 
 def each_error(e: SpecError) -> list[SpecError]:
