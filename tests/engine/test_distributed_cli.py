@@ -52,13 +52,26 @@ def test_two_ranks_print_the_round_lines_of_one(tmp_path):
 
 @pytest.mark.slow
 def test_a_member_killed_mid_run_ends_the_run_at_once_and_leaves_nothing(tmp_path):
-    before = {p.pid for p in psutil.process_iter()}
-    run = _run(tmp_path, 2, env={"FEDWEB_RANK_CRASH_AT": "1:3"}, timeout=120)
+    mark = f"fedweb-test-{tmp_path.name}"  # this run's members inherit it (another test's may run meanwhile)
+    run = _run(tmp_path, 2, env={"FEDWEB_RANK_CRASH_AT": "1:3", "FEDWEB_TEST_MARK": mark}, timeout=120)
     assert run.returncode == 3
     assert "error: the run stopped: rank 0 of 2" in run.stderr
     assert "rank 1 exited" in run.stderr  # which one went, not only that one did
     lines = [json.loads(line) for line in run.stdout.splitlines()]
     assert [r["round"] for r in lines] == [1, 2]  # round 3 never completed, and nothing says it did
-    left = [p for p in psutil.process_iter(["pid", "cmdline"]) if p.info["pid"] not in before
-            and "fedweb_engine.distributed.member" in " ".join(p.info["cmdline"] or [])]  # fmt: skip
-    assert left == []
+    assert left_behind(mark) == []
+
+
+def left_behind(mark: str) -> list[psutil.Process]:
+    """Member processes still alive that carry ``mark`` in their environment."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if (
+                "fedweb_engine.distributed.member" in " ".join(p.info["cmdline"] or [])
+                and p.environ().get("FEDWEB_TEST_MARK") == mark
+            ):
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found

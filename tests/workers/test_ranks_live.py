@@ -61,12 +61,19 @@ def _waits_within_the_timeout(lines: list[str]) -> None:
     assert waits and max(waits) < float(TIMEOUTS["FEDWEB_RANK_TIMEOUT"]), lines
 
 
-def _members_left() -> list[psutil.Process]:
-    return [
-        p
-        for p in psutil.process_iter(["cmdline"])
-        if "fedweb_engine.distributed.member" in " ".join(p.info["cmdline"] or [])
-    ]
+def _members_left(env: dict) -> list[psutil.Process]:
+    """This test's rank processes still alive: its workers' children carry its Redis key prefix."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if (
+                "fedweb_engine.distributed.member" in " ".join(p.info["cmdline"] or [])
+                and p.environ().get("FEDWEB_REDIS_PREFIX") == env["FEDWEB_REDIS_PREFIX"]
+            ):
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
 
 
 def _nothing_reserved() -> None:
@@ -74,7 +81,7 @@ def _nothing_reserved() -> None:
     assert list(Worker.objects.exclude(current_experiment=None).values_list("hostname", flat=True)) == []
 
 
-def test_a_worker_runs_every_round_on_two_ranks_it_spawns_and_sets_them_up_once(user, workers):
+def test_a_worker_runs_every_round_on_two_ranks_it_spawns_and_sets_them_up_once(user, workers, live_env):
     e = new_experiment(owner=user, name="two local ranks", spec=SPEC)
     workers.start("w1", env={"FEDWEB_WORKER_DEVICES": "cpu,cpu", **TIMEOUTS})
     e.start()
@@ -83,7 +90,7 @@ def test_a_worker_runs_every_round_on_two_ranks_it_spawns_and_sets_them_up_once(
     assert all(r["ranks"] == 2 and len(r["rank_devices"]) == 2 and "w1" in r["rank_devices"][1] for r in rows)
     formed = [line for line in _log(e) if "group formed in" in line]
     assert len(formed) == 1 and "this worker's devices" in formed[0]  # once per hold, not per round
-    wait_for(lambda: not _members_left(), 30, "the worker's rank processes to exit with the run")
+    wait_for(lambda: not _members_left(live_env), 30, "the worker's rank processes to exit with the run")
     _nothing_reserved()
 
 
@@ -101,7 +108,7 @@ def test_two_workers_form_a_gang_that_runs_every_round(user, workers):
     _nothing_reserved()
 
 
-def test_a_rank_killed_mid_round_costs_that_round_a_new_group_and_nothing_else(user, workers, tmp_path):
+def test_a_rank_killed_mid_round_costs_that_round_a_new_group_and_nothing_else(user, workers, live_env, tmp_path):
     env = {"FEDWEB_WORKER_DEVICES": "cpu,cpu", "FEDWEB_RANK_CRASH_AT": "1:3",
            "FEDWEB_RANK_CRASH_ONCE": str(tmp_path / "crashed"), **TIMEOUTS}  # fmt: skip
     workers.start("w1", env=env)
@@ -117,7 +124,7 @@ def test_a_rank_killed_mid_round_costs_that_round_a_new_group_and_nothing_else(u
     assert "rank 1 exited" in aborted[0]
     _waits_within_the_timeout(aborted)
     assert len([line for line in lines if "group formed in" in line]) == 2  # the first hold, and the new one
-    wait_for(lambda: not _members_left(), 30, "the worker's rank processes to exit with the run")
+    wait_for(lambda: not _members_left(live_env), 30, "the worker's rank processes to exit with the run")
     _nothing_reserved()
 
 
