@@ -121,6 +121,13 @@ def _summarise(workload: str, runs: dict[str, list[dict]]) -> dict[str, Any]:
     base = [min(a["seconds_per_round"], b["seconds_per_round"]) for a, b in zip(one_1, one_2, strict=True)]
     speedup = spread([b / t["seconds_per_round"] for b, t in zip(base, two, strict=True)])
     loss = {label: rows[-1]["final_train_loss"] for label, rows in runs.items()}
+    # Where the time goes, per repeat: what a second thread gives one process, how much slower a rank
+    # trains its half of the cohort than half of the 1-thread round (two busy processes on the cores),
+    # and a 2-rank round's seconds beyond its slowest rank's training (command, all-reduce, barrier).
+    threads_gain = spread([a["seconds_per_round"] / b["seconds_per_round"] for a, b in zip(one_1, one_2, strict=True)])
+    rank_slowdown = spread([statistics.mean(t["rank_train_seconds"]) / (a["seconds_per_round"] / 2)
+                            for a, t in zip(one_1, two, strict=True)])  # fmt: skip
+    beyond = [t["seconds_per_round"] - max(t["rank_train_seconds"]) for t in two]
     return {
         "spec": WORKLOADS[workload],
         "runs": runs,
@@ -128,6 +135,15 @@ def _summarise(workload: str, runs: dict[str, list[dict]]) -> dict[str, Any]:
         "baseline": "the faster of 1 rank with 1 and with 2 torch threads, per repeat",
         "speedup_2_ranks": speedup,
         "summary": describe("2 ranks / best 1 rank", speedup),
+        "speedup_vs_1_thread": spread(
+            [a["seconds_per_round"] / t["seconds_per_round"] for a, t in zip(one_1, two, strict=True)]
+        ),
+        "threads_gain_1_rank": threads_gain,
+        "rank_train_vs_half_of_1_thread": rank_slowdown,
+        "seconds_beyond_slowest_rank_median": statistics.median(beyond),
+        "allreduce_share_of_round_median": statistics.median(
+            t["allreduce_seconds"] / t["seconds_per_round"] for t in two
+        ),
         "goal": GOALS[workload],
         "meets_goal": speedup["median"] >= GOALS[workload],
         "allreduce_seconds_median": statistics.median(r["allreduce_seconds"] for r in two),
@@ -152,6 +168,6 @@ def _table(record: dict[str, Any]) -> str:
             f"| {name} | {s[CONFIGS[0][0]]['median']:.3f} | {s[CONFIGS[1][0]]['median']:.3f} "
             f"| {s[CONFIGS[2][0]]['median']:.3f} | {sp['median']:.2f}x ({sp['min']:.2f}-{sp['max']:.2f})"
             f"{' crosses 1.0' if sp['crosses_1'] else ''} | {w['allreduce_seconds_median']:.4f} "
-            f"| {w['setup_seconds_median']:.2f} | {min(loads):.2f}-{max(loads):.2f} |"
+            f"| {w['setup_seconds_median']:.3f} | {min(loads):.2f}-{max(loads):.2f} |"
         )
     return "\n".join(lines)

@@ -163,7 +163,7 @@ def _ranks(sim: Simulation, args):
     hold, members = local_hold(devices, label=socket.gethostname(), data_root=str(args.data_root or "") or None)
     try:
         hold.open(sim, str(args.resume) if args.resume else None)
-        print(f"note: {ranks} ranks ({hold.group.backend}) formed in {hold.setup_seconds:.2f} s; "
+        print(f"note: {ranks} ranks ({hold.group.backend}) formed in {hold.setup_seconds:.3f} s; "
               f"members built in {hold.open_seconds:.2f} s", file=sys.stderr)  # fmt: skip
         yield lambda: hold.run_round(sim)
     finally:

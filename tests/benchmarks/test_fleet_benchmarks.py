@@ -83,11 +83,16 @@ def test_the_baseline_is_the_faster_one_rank_run_of_each_repeat():
     def runs(one_1: list[float], one_2: list[float], two: list[float]) -> dict[str, list[dict]]:
         row = {"allreduce_seconds": 0.005, "setup_seconds": 0.1, "members_built_seconds": 2.0, "final_train_loss": 1.0,
                "load_1min": [0.5, 0.7]}  # fmt: skip
-        return {label: [{**row, "seconds_per_round": s} for s in seconds]
-                for (label, _, _), seconds in zip(CONFIGS, (one_1, one_2, two), strict=True)}  # fmt: skip
+        return {label: [{**row, "seconds_per_round": s, "rank_train_seconds": [0.8 * s, 0.9 * s] if n == 2 else None}
+                        for s in seconds]
+                for (label, n, _), seconds in zip(CONFIGS, (one_1, one_2, two), strict=True)}  # fmt: skip
 
     w = _summarise("heavy", runs([2.0, 2.0, 2.2], [1.5, 2.5, 2.0], [1.0, 1.25, 1.1]))
     assert w["speedup_2_ranks"]["values"] == [1.5, 1.6, 2.0 / 1.1]  # 1.5/1.0, 2.0/1.25, 2.0/1.1
     assert w["meets_goal"] is True and w["speedup_2_ranks"]["crosses_1"] is False
+    # Where the time goes: a second thread's gain, a rank's half against half a 1-thread round, the rest.
+    assert w["threads_gain_1_rank"]["values"] == [2.0 / 1.5, 2.0 / 2.5, 2.2 / 2.0]
+    assert w["rank_train_vs_half_of_1_thread"]["values"] == pytest.approx([0.85, 1.0625, 0.85])
+    assert w["seconds_beyond_slowest_rank_median"] == pytest.approx(0.11)  # 1.1 - 0.9 * 1.1, the median of 0.1 s
     slow = _summarise("light", runs([1.0, 1.0, 1.0], [1.2, 1.2, 1.2], [1.1, 0.9, 1.05]))
     assert slow["speedup_2_ranks"]["crosses_1"] is True and "crosses 1.0" in slow["summary"]
