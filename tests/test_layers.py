@@ -1,7 +1,7 @@
 """The import graph of FedWeb's packages points one way: no loops, few function-local imports,
 small files, and each layer imports only its own layer and those below it.
 
-The folder tree is the layer table. Layers, lowest first (the README's *Layers* paragraph says the same):
+The folder tree is the layer table. Layers, lowest first (docs/architecture.md's *Layers* says the same):
 
 - ``engine``: ``fedweb_engine``, plain PyTorch, no Django;
 - ``domain``: experiments and their state machine, records, sweeps, the fleet (workers, queues,

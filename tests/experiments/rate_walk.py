@@ -3,7 +3,7 @@
 A function is handed the rate when one of its arguments carries it: the number itself, the spec's
 ``local`` section holding it, a ``Spec`` or a spec dict holding that. Its file then takes the value
 from its caller's file (a call, caller -> callee); a function that returns a carrier hands it back
-(callee -> caller). The walk (README, "Where things go") is every file on a chain of such hand-offs
+(callee -> caller). The walk (docs/development.md, "Where things go") is every file on a chain of such hand-offs
 from the form to where the experiment is stored, and from where the worker loads it to the step.
 An object that keeps the rate in an attribute (the form, a trainer) is not a carrier: a file that
 only handles the form, or calls a trainer, does not handle the rate.

@@ -1,7 +1,7 @@
 """Create-then-start is one domain function (``orchestrator.experiments.launch.create_experiment``):
 the page, the API, sweeps and the commands hand it the spec as submitted, and it is where a new
 spec is parsed and checked, once; the model stores what it is given and checks nothing. The local
-learning rate's walk from the form to the step is the README's ("Where things go"): these files, in
+learning rate's walk from the form to the step is the one docs/development.md documents ("Where things go"): these files, in
 this order, never a call back up a layer."""
 
 import ast
@@ -138,7 +138,7 @@ def _line_of_for_spec() -> int:
 def test_a_worker_parses_the_spec_once_per_round_and_trains_with_the_form_s_learning_rate(
     client, user, enqueued, counted, empty_round_cache
 ):
-    # The local learning rate's walk (README, "Where things go"): the form's input, through
+    # The local learning rate's walk (docs/development.md, "Where things go"): the form's input, through
     # create-then-start and the round task, is the rate the engine's trainers step with.
     client.force_login(user)
     data = form_data(rounds="2", local__lr="0.0123", data__num_clients="20", participation__clients_per_round="4")
@@ -168,8 +168,9 @@ def _file_of(obj) -> str:
 
 
 def _readme_walk() -> list[str]:
-    """The files of the README's walk, in its order (the first word of each line of its block)."""
-    text = (ROOT / "README.md").read_text()
+    """The files of the documented walk (docs/development.md), in its order (the first word of each
+    line of its block)."""
+    text = (ROOT / "docs" / "development.md").read_text()
     block = text[text.index(README_WALK_START) :].split("```")[1]
     return [line.split()[0] for line in block.strip().splitlines()]
 
