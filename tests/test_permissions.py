@@ -13,6 +13,7 @@ has a public link. Pages are named by URL name: a renamed or removed route fails
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -297,11 +298,12 @@ def _connect(experiment, user, query: str = "") -> list:
         ws.scope["url_route"] = {"kwargs": {"experiment_id": experiment.pk}}
         await ws.connect()
         out = []
-        while not await ws.receive_nothing(timeout=0.1):
-            message = await ws.receive_output()
+        while not out or json.loads(out[-1])["type"] != "status":  # a connect's last message, after the history
+            message = await ws.receive_output(timeout=10)
             if message["type"] == "websocket.close":
                 return [("closed", message["code"])]
             out.append(message["text"])
+        assert await ws.receive_nothing(timeout=0.1)  # and nothing after it
         await ws.disconnect()
         return out
 

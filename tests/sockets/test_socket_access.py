@@ -4,6 +4,8 @@ they forward nothing. Also: the workers socket shows an experiment only to those
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.testing import WebsocketCommunicator
@@ -37,8 +39,11 @@ async def _open(experiment, user=None, token: str = "") -> WebsocketCommunicator
     ws.scope["user"] = user or AnonymousUser()
     ws.scope["url_route"] = {"kwargs": {"experiment_id": experiment.pk}}
     assert (await ws.connect())[0]
-    while not await ws.receive_nothing(timeout=0.1):
-        assert (await ws.receive_output())["type"] == "websocket.send"
+    seen = []  # the history's rounds, then the status message that ends what a connect sends
+    while not seen or seen[-1] != "status":
+        out = await ws.receive_output(timeout=10)
+        assert out["type"] == "websocket.send", (out, seen)
+        seen.append(json.loads(out["text"])["type"])
     return ws
 
 
